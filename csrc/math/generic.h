@@ -1,0 +1,83 @@
+/* Instantiates a generic file for float and for double.
+ *
+ * Usage (a C file, a CUDA file or a header):
+ *     #define NUREC_GENERIC_FILE "collect/collect_cpu_generic.h"
+ *     #include "math/generic.h"
+ *
+ * Inside the generic file:
+ *   real_t      the scalar type (float, then double)
+ *   NR(name)    name suffixed with the type: name_f32 / name_f64
+ *   R_SQRT, R_EXP, R_SIN, R_COS, R_ATAN2, R_FABS, R_LOG, R_FMAX, R_FMIN,
+ *   R_LOG1P, R_EXPM1
+ *               the math function of that precision (sqrtf / sqrt, ...)
+ *   R_DTYPE     NUREC_F32 / NUREC_F64
+ *
+ * This is the one place where precision is chosen: kernels and math are
+ * written once and compiled twice. No include guard, on purpose. */
+#ifndef NUREC_GENERIC_FILE
+#error "define NUREC_GENERIC_FILE before including math/generic.h"
+#endif
+
+#include "math/defs.h"
+
+#define real_t float
+#define NR(name) NUREC_PASTE(name, f32)
+#define R_DTYPE NUREC_F32
+#define R_SQRT sqrtf
+#define R_EXP expf
+#define R_EXPM1 expm1f
+#define R_LOG logf
+#define R_LOG1P log1pf
+#define R_SIN sinf
+#define R_COS cosf
+#define R_ATAN2 atan2f
+#define R_FABS fabsf
+#define R_FMAX fmaxf
+#define R_FMIN fminf
+#include NUREC_GENERIC_FILE
+#undef real_t
+#undef NR
+#undef R_DTYPE
+#undef R_SQRT
+#undef R_EXP
+#undef R_EXPM1
+#undef R_LOG
+#undef R_LOG1P
+#undef R_SIN
+#undef R_COS
+#undef R_ATAN2
+#undef R_FABS
+#undef R_FMAX
+#undef R_FMIN
+
+#define real_t double
+#define NR(name) NUREC_PASTE(name, f64)
+#define R_DTYPE NUREC_F64
+#define R_SQRT sqrt
+#define R_EXP exp
+#define R_EXPM1 expm1
+#define R_LOG log
+#define R_LOG1P log1p
+#define R_SIN sin
+#define R_COS cos
+#define R_ATAN2 atan2
+#define R_FABS fabs
+#define R_FMAX fmax
+#define R_FMIN fmin
+#include NUREC_GENERIC_FILE
+#undef real_t
+#undef NR
+#undef R_DTYPE
+#undef R_SQRT
+#undef R_EXP
+#undef R_EXPM1
+#undef R_LOG
+#undef R_LOG1P
+#undef R_SIN
+#undef R_COS
+#undef R_ATAN2
+#undef R_FABS
+#undef R_FMAX
+#undef R_FMIN
+
+#undef NUREC_GENERIC_FILE

@@ -1,0 +1,120 @@
+// C++ helpers for the PyTorch registration glue (register.cpp): argument
+// validation with messages that name the argument, dtype mapping, devices
+// and streams. Built on PyTorch's stable ABI only, so the library compiled
+// against one torch release loads on later ones (TORCH_TARGET_VERSION).
+#pragma once
+
+#include <torch/csrc/stable/accelerator.h>
+#include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
+#include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/util/Exception.h>
+
+#include <initializer_list>
+#include <optional>
+#include <sstream>
+#include <string>
+
+extern "C" {
+#include "math/defs.h"
+}
+
+namespace nurec {
+
+using torch::stable::Tensor;
+using torch::headeronly::ScalarType;
+
+inline std::string shape_str(const Tensor& t) {
+    std::ostringstream s;
+    s << "[";
+    for (int64_t d = 0; d < t.dim(); ++d) s << (d ? ", " : "") << t.size(d);
+    s << "]";
+    return s.str();
+}
+
+inline const char* dtype_str(ScalarType t) {
+    switch (t) {
+        case ScalarType::Float: return "float32";
+        case ScalarType::Double: return "float64";
+        case ScalarType::Half: return "float16";
+        case ScalarType::BFloat16: return "bfloat16";
+        case ScalarType::Int: return "int32";
+        case ScalarType::Long: return "int64";
+        case ScalarType::Bool: return "bool";
+        case ScalarType::Byte: return "uint8";
+        default: return "another dtype";
+    }
+}
+
+// Checks t's shape against `want` (-1: any size). `desc` is how the message
+// writes the expected shape, e.g. "[N, 4]".
+inline void check_shape(const char* op, const char* name, const Tensor& t,
+                        std::initializer_list<int64_t> want, const char* desc) {
+    bool ok = t.dim() == (int64_t)want.size();
+    int64_t d = 0;
+    for (int64_t w : want) {
+        if (ok && w >= 0 && t.size(d) != w) ok = false;
+        ++d;
+    }
+    STD_TORCH_CHECK(ok, "nurec_ops.", op, ": `", name, "` must have shape ", desc,
+                    ", got ", shape_str(t));
+}
+
+inline void check_dtype(const char* op, const char* name, const Tensor& t,
+                        ScalarType want) {
+    STD_TORCH_CHECK(t.scalar_type() == want, "nurec_ops.", op, ": `", name,
+                    "` must be ", dtype_str(want), ", got ", dtype_str(t.scalar_type()));
+}
+
+// Floating tensors: float32 or float64, all of one op's alike (`ref`).
+inline void check_real(const char* op, const char* name, const Tensor& t,
+                       const Tensor& ref, const char* ref_name) {
+    ScalarType s = t.scalar_type();
+    STD_TORCH_CHECK(s == ScalarType::Float || s == ScalarType::Double, "nurec_ops.", op,
+                    ": `", name, "` must be float32 or float64, got ", dtype_str(s));
+    STD_TORCH_CHECK(s == ref.scalar_type(), "nurec_ops.", op, ": `", name, "` is ",
+                    dtype_str(s), " but `", ref_name, "` is ", dtype_str(ref.scalar_type()),
+                    "; all floating inputs must share one dtype");
+}
+
+inline bool check_index(const char* op, const char* name, const Tensor& t) {
+    ScalarType s = t.scalar_type();
+    STD_TORCH_CHECK(s == ScalarType::Int || s == ScalarType::Long, "nurec_ops.", op, ": `",
+                    name, "` must be int32 or int64, got ", dtype_str(s));
+    return s == ScalarType::Long;
+}
+
+inline void check_device(const char* op, const char* name, const Tensor& t,
+                         const Tensor& ref, const char* ref_name) {
+    STD_TORCH_CHECK(t.is_cpu() || t.is_cuda(), "nurec_ops.", op, ": `", name,
+                    "` must be on the CPU or a CUDA device");
+    bool same = t.is_cuda() == ref.is_cuda() &&
+                (!t.is_cuda() || t.get_device_index() == ref.get_device_index());
+    STD_TORCH_CHECK(same, "nurec_ops.", op, ": `", name, "` is on ",
+                    t.is_cuda() ? "cuda:" + std::to_string(t.get_device_index()) : "cpu",
+                    " but `", ref_name, "` is on ",
+                    ref.is_cuda() ? "cuda:" + std::to_string(ref.get_device_index()) : "cpu",
+                    "; all inputs must be on one device");
+}
+
+inline int dtype_code(const Tensor& t) {
+    return t.scalar_type() == ScalarType::Double ? NUREC_F64 : NUREC_F32;
+}
+
+// Kernels read dense row-major memory: non-contiguous or expanded inputs are
+// copied once (a no-op for contiguous ones).
+inline Tensor dense(const Tensor& t) { return torch::stable::contiguous(t); }
+
+inline Tensor empty_like_shape(const Tensor& like, std::initializer_list<int64_t> shape,
+                               std::optional<ScalarType> dtype = std::nullopt) {
+    std::vector<int64_t> s(shape);
+    return torch::stable::new_empty(like, s, dtype);
+}
+
+inline void check_status(const char* op, int status) {
+    STD_TORCH_CHECK(status != NUREC_ERR_DTYPE, "nurec_ops.", op, ": unsupported dtype");
+    STD_TORCH_CHECK(status == NUREC_OK, "nurec_ops.", op,
+                    ": a CUDA kernel launch failed (status ", status, ")");
+}
+
+}  // namespace nurec

@@ -1,0 +1,18 @@
+"""nurec_ops: fused operators for neural reconstruction of driving scenes with
+3D Gaussian splatting (CPU kernels in C, CUDA kernels), registered with the
+PyTorch dispatcher under torch.ops.nurec_ops.
+
+The pure-PyTorch twins of every op are in nurec_ops.reference."""
+from . import _library
+from ._library import has_cuda_kernels
+from .collect import collect, collect_gaussian_parameters
+from .track_poses import interpolate_track_poses
+from . import reference
+
+__all__ = [
+    "interpolate_track_poses",
+    "collect_gaussian_parameters",
+    "collect",
+    "reference",
+    "has_cuda_kernels",
+]

@@ -1,0 +1,93 @@
+"""collect_gaussian_parameters and collect (SPEC section 2): fused ops, fake
+kernels, autograd."""
+import torch
+
+from . import _checks as C
+from ._library import ops
+from .track_poses import interpolate_track_poses
+
+_OP = "collect_gaussian_parameters"
+
+
+def collect_gaussian_parameters(means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside):
+    """Moves actor Gaussians into the world and activates all Gaussians, in one kernel.
+
+    Args:
+        means ``[N, 3]``, quats ``[N, 4]`` (unnormalized), log_scales ``[N, 3]``,
+        opacity_logits ``[N]``: the packed Gaussians, each in its own frame
+        (world for the static background, the actor's frame otherwise).
+        track_ids: ``[N]`` int32/int64; ``-1`` is the static background,
+            ``0 <= id < T`` an actor track, any other id is treated as static
+            with opacity 0.
+        track_poses: ``[T, 7]`` actor-to-world poses (e.g. from
+            :func:`interpolate_track_poses`); track_inside: ``[T]`` bool.
+
+    Returns:
+        ``(means_w [N, 3], quats_w [N, 4] unit, scales [N, 3], opacities [N])``,
+        one packed buffer ready for rasterization. A Gaussian of a track
+        outside its time range (or of an invalid id) has opacity 0 and
+        exactly zero gradients, and adds nothing to its track's pose gradient.
+        Differentiable with respect to the four Gaussian inputs and
+        ``track_poses``.
+    """
+    means_w, quats_w, scales, opacities = ops.collect_gaussian_parameters(
+        means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside
+    )
+    return means_w, quats_w, scales, opacities
+
+
+def collect(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode="slerp"):
+    """:func:`interpolate_track_poses` then :func:`collect_gaussian_parameters`
+    at one query time: two kernel launches forward; gradients reach
+    ``key_poses`` through both."""
+    poses, inside = interpolate_track_poses(key_poses, key_times, track_ranges, query_times, mode)
+    return collect_gaussian_parameters(means, quats, log_scales, opacity_logits, track_ids, poses, inside)
+
+
+def _check(op, means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside):
+    C.shape(op, "means", means, (-1, 3), "[N, 3]")
+    C.real(op, "means", means, means, "means")
+    N = means.shape[0]
+    C.shape(op, "quats", quats, (N, 4), "[N, 4] (N = means.shape[0])")
+    C.shape(op, "log_scales", log_scales, (N, 3), "[N, 3] (N = means.shape[0])")
+    C.shape(op, "opacity_logits", opacity_logits, (N,), "[N] (N = means.shape[0])")
+    C.shape(op, "track_ids", track_ids, (N,), "[N] (N = means.shape[0])")
+    C.shape(op, "track_poses", track_poses, (-1, 7), "[T, 7]")
+    C.shape(op, "track_inside", track_inside, (track_poses.shape[0],), "[T] (T = track_poses.shape[0])")
+    for name, t in (("quats", quats), ("log_scales", log_scales), ("opacity_logits", opacity_logits), ("track_poses", track_poses)):
+        C.real(op, name, t, means, "means")
+    C.index(op, "track_ids", track_ids)
+    C.dtype(op, "track_inside", track_inside, torch.bool)
+    for name, t in (("quats", quats), ("log_scales", log_scales), ("opacity_logits", opacity_logits),
+                    ("track_ids", track_ids), ("track_poses", track_poses), ("track_inside", track_inside)):
+        C.device(op, name, t, means, "means")
+    return N, track_poses.shape[0]
+
+
+@torch.library.register_fake("nurec_ops::collect_gaussian_parameters")
+def _fake(means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside):
+    N, _ = _check(_OP, means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside)
+    return means.new_empty((N, 3)), means.new_empty((N, 4)), means.new_empty((N, 3)), means.new_empty((N,))
+
+
+@torch.library.register_fake("nurec_ops::collect_gaussian_parameters_backward")
+def _fake_backward(grad_means_w, grad_quats_w, grad_scales, grad_opacities, means, quats, log_scales,
+                   opacity_logits, track_ids, track_poses, track_inside):
+    N, T = _check(_OP + "_backward", means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside)
+    return (means.new_empty((N, 3)), means.new_empty((N, 4)), means.new_empty((N, 3)), means.new_empty((N,)),
+            means.new_empty((T, 7)))
+
+
+def _setup_context(ctx, inputs, output):
+    ctx.save_for_backward(*inputs)
+
+
+def _backward(ctx, grad_means_w, grad_quats_w, grad_scales, grad_opacities):
+    grads = ops.collect_gaussian_parameters_backward(
+        grad_means_w, grad_quats_w, grad_scales, grad_opacities, *ctx.saved_tensors
+    )
+    g_means, g_quats, g_log_scales, g_logits, g_poses = grads
+    return g_means, g_quats, g_log_scales, g_logits, None, g_poses, None
+
+
+torch.library.register_autograd("nurec_ops::collect_gaussian_parameters", _backward, setup_context=_setup_context)
