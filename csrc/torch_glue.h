@@ -102,13 +102,37 @@ inline int dtype_code(const Tensor& t) {
 }
 
 // Kernels read dense row-major memory: non-contiguous or expanded inputs are
-// copied once (a no-op for contiguous ones).
-inline Tensor dense(const Tensor& t) { return torch::stable::contiguous(t); }
+// copied once. The is_contiguous test is a direct shim call; going through
+// the dispatcher for contiguous inputs would cost microseconds per argument.
+inline Tensor dense(const Tensor& t) {
+    return t.is_contiguous() ? t : torch::stable::contiguous(t);
+}
 
+// A new dense tensor on `like`'s device, of `like`'s dtype or bool. Calls the
+// allocator shim directly (not aten::empty through the boxed dispatcher):
+// host overhead per op call matters for ops that run in microseconds.
 inline Tensor empty_like_shape(const Tensor& like, std::initializer_list<int64_t> shape,
-                               std::optional<ScalarType> dtype = std::nullopt) {
-    std::vector<int64_t> s(shape);
-    return torch::stable::new_empty(like, s, dtype);
+                               bool as_bool = false) {
+    int64_t sizes[8], strides[8];
+    int64_t ndim = (int64_t)shape.size(), d = 0;
+    for (int64_t v : shape) sizes[d++] = v;
+    int64_t st = 1;
+    for (d = ndim - 1; d >= 0; --d) {
+        strides[d] = st;
+        st *= sizes[d] > 1 ? sizes[d] : 1;
+    }
+    int32_t dtype, dev_type, dev_index;
+    AtenTensorHandle h = like.get();
+    STD_TORCH_CHECK(aoti_torch_get_dtype(h, &dtype) == AOTI_TORCH_SUCCESS &&
+                    aoti_torch_get_device_type(h, &dev_type) == AOTI_TORCH_SUCCESS &&
+                    aoti_torch_get_device_index(h, &dev_index) == AOTI_TORCH_SUCCESS,
+                    "nurec_ops: could not read a tensor's dtype or device");
+    if (as_bool) dtype = aoti_torch_dtype_bool();
+    AtenTensorHandle out = nullptr;
+    STD_TORCH_CHECK(aoti_torch_empty_strided(ndim, sizes, strides, dtype, dev_type, dev_index,
+                                             &out) == AOTI_TORCH_SUCCESS,
+                    "nurec_ops: allocation of an output failed");
+    return Tensor(out);
 }
 
 inline void check_status(const char* op, int status) {

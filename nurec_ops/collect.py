@@ -4,7 +4,7 @@ import torch
 
 from . import _checks as C
 from ._library import ops
-from .track_poses import interpolate_track_poses
+from .track_poses import check_inputs as _check_track_inputs
 
 _OP = "collect_gaussian_parameters"
 
@@ -38,10 +38,27 @@ def collect_gaussian_parameters(means, quats, log_scales, opacity_logits, track_
 
 def collect(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode="slerp"):
     """:func:`interpolate_track_poses` then :func:`collect_gaussian_parameters`
-    at one query time: two kernel launches forward; gradients reach
-    ``key_poses`` through both."""
-    poses, inside = interpolate_track_poses(key_poses, key_times, track_ranges, query_times, mode)
-    return collect_gaussian_parameters(means, quats, log_scales, opacity_logits, track_ids, poses, inside)
+    at one query time, as one op: two kernel launches forward (on Hopper the
+    second starts while the first runs, and only Gaussians on tracks wait for
+    the poses), one dispatcher call and one autograd node. Gradients reach
+    ``key_poses`` through both the means and the rotations. Arguments as in
+    the two ops; returns ``(means_w, quats_w, scales, opacities)``."""
+    args = (means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode)
+    if _needs_autograd(means, quats, log_scales, opacity_logits, key_poses):
+        means_w, quats_w, scales, opacities = ops.collect(*args)
+    else:
+        # Nothing to differentiate: skip the Python autograd layer (a third
+        # of the host time of a call, which is most of the call's time).
+        with torch._C._AutoDispatchBelowAutograd():
+            means_w, quats_w, scales, opacities = _collect_op(*args)
+    return means_w, quats_w, scales, opacities
+
+
+_collect_op = ops.collect.default
+
+
+def _needs_autograd(*tensors):
+    return (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or torch.compiler.is_compiling()
 
 
 def _check(op, means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside):
@@ -91,3 +108,44 @@ def _backward(ctx, grad_means_w, grad_quats_w, grad_scales, grad_opacities):
 
 
 torch.library.register_autograd("nurec_ops::collect_gaussian_parameters", _backward, setup_context=_setup_context)
+
+
+# ---- the fused op: collect at a query time
+
+def _check_at_time(op, means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode):
+    T = _check_track_inputs(op, key_poses, key_times, track_ranges, query_times, mode)
+    C.real(op, "key_poses", key_poses, means, "means")
+    C.device(op, "key_poses", key_poses, means, "means")
+    poses = key_poses.new_empty((T, 7))
+    return _check(op, means, quats, log_scales, opacity_logits, track_ids, poses, poses.new_empty((T,), dtype=torch.bool))
+
+
+@torch.library.register_fake("nurec_ops::collect")
+def _fake_at_time(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode="slerp"):
+    N, _ = _check_at_time("collect", means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times,
+                          track_ranges, query_times, mode)
+    return means.new_empty((N, 3)), means.new_empty((N, 4)), means.new_empty((N, 3)), means.new_empty((N,))
+
+
+@torch.library.register_fake("nurec_ops::collect_backward")
+def _fake_at_time_backward(grad_means_w, grad_quats_w, grad_scales, grad_opacities, means, quats, log_scales,
+                           opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode):
+    N, _ = _check_at_time("collect_backward", means, quats, log_scales, opacity_logits, track_ids, key_poses,
+                          key_times, track_ranges, query_times, mode)
+    return (means.new_empty((N, 3)), means.new_empty((N, 4)), means.new_empty((N, 3)), means.new_empty((N,)),
+            key_poses.new_empty(key_poses.shape))
+
+
+def _setup_context_at_time(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:9])
+    ctx.mode = inputs[9]
+
+
+def _backward_at_time(ctx, grad_means_w, grad_quats_w, grad_scales, grad_opacities):
+    g_means, g_quats, g_log_scales, g_logits, g_keys = ops.collect_backward(
+        grad_means_w, grad_quats_w, grad_scales, grad_opacities, *ctx.saved_tensors, ctx.mode
+    )
+    return g_means, g_quats, g_log_scales, g_logits, None, g_keys, None, None, None, None
+
+
+torch.library.register_autograd("nurec_ops::collect", _backward_at_time, setup_context=_setup_context_at_time)

@@ -32,7 +32,7 @@ def interpolate_track_poses(key_poses, key_times, track_ranges, query_times, mod
     return poses, inside
 
 
-def _check(op, key_poses, key_times, track_ranges, query_times, mode):
+def check_inputs(op, key_poses, key_times, track_ranges, query_times, mode):
     C.shape(op, "key_poses", key_poses, (-1, 7), "[P, 7]")
     C.real(op, "key_poses", key_poses, key_poses, "key_poses")
     C.shape(op, "key_times", key_times, (key_poses.shape[0],), "[P] (P = key_poses.shape[0])")
@@ -52,13 +52,13 @@ def _check(op, key_poses, key_times, track_ranges, query_times, mode):
 
 @torch.library.register_fake("nurec_ops::interpolate_track_poses")
 def _fake(key_poses, key_times, track_ranges, query_times, mode="slerp"):
-    T = _check(_OP, key_poses, key_times, track_ranges, query_times, mode)
+    T = check_inputs(_OP, key_poses, key_times, track_ranges, query_times, mode)
     return key_poses.new_empty((T, 7)), key_poses.new_empty((T,), dtype=torch.bool)
 
 
 @torch.library.register_fake("nurec_ops::interpolate_track_poses_backward")
 def _fake_backward(grad_poses, key_poses, key_times, track_ranges, query_times, mode):
-    _check(_OP + "_backward", key_poses, key_times, track_ranges, query_times, mode)
+    check_inputs(_OP + "_backward", key_poses, key_times, track_ranges, query_times, mode)
     return key_poses.new_empty(key_poses.shape)
 
 

@@ -6,8 +6,13 @@
 #include <cuda_runtime.h>
 
 #include "collect/collect_math.h"
+#include "math/cuda_pdl.cuh"
 
-#define NUREC_COLLECT_THREADS 256
+#include <stdint.h>
+
+/* 128, not 256: at ~70 registers the float32 forward then fits its
+   464k-Gaussian grid in one wave on an H200 (fewer idle SMs at the end) */
+#define NUREC_COLLECT_THREADS 128
 #define NUREC_GENERIC_FILE "collect/collect_cuda_generic.cuh"
 #include "math/generic.h"
 
@@ -19,14 +24,32 @@ static unsigned num_blocks(int64_t n) {
     return (unsigned)((n + NUREC_COLLECT_THREADS - 1) / NUREC_COLLECT_THREADS);
 }
 
+static int aligned16(const void* ptr) { return ((uintptr_t)ptr & 15) == 0; }
+
+/* How many threads take 4 Gaussians each through 16-byte accesses: float32,
+ * int32 ids and every buffer 16-byte aligned (fresh allocations are; views
+ * with an offset may not be), else none. */
+static int64_t vector_threads(const nurec_collect_params* p) {
+    if (p->dtype != NUREC_F32 || p->ids_are_int64) return 0;
+    const void* ptrs[] = {p->means, p->quats, p->log_scales, p->opacity_logits, p->track_ids,
+                          p->means_w, p->quats_w, p->scales, p->opacities};
+    for (unsigned k = 0; k < sizeof(ptrs) / sizeof(ptrs[0]); ++k)
+        if (!aligned16(ptrs[k])) return 0;
+    return p->num_gaussians / 4;
+}
+
 extern "C" int nurec_collect_forward_cuda(const nurec_collect_params* p, void* stream) {
     if (p->num_gaussians == 0) return NUREC_OK;
-    cudaStream_t s = (cudaStream_t)stream;
-    unsigned b = num_blocks(p->num_gaussians);
-    if (p->dtype == NUREC_F32) collect_forward_kernel_f32<<<b, NUREC_COLLECT_THREADS, 0, s>>>(*p);
-    else if (p->dtype == NUREC_F64) collect_forward_kernel_f64<<<b, NUREC_COLLECT_THREADS, 0, s>>>(*p);
+    int64_t n_vec = vector_threads(p);
+    int64_t threads = n_vec + (p->num_gaussians - 4 * n_vec);
+    nurec_launch l;
+    nurec_launch_init(&l, num_blocks(threads), NUREC_COLLECT_THREADS, (cudaStream_t)stream,
+                      p->after_track_poses);
+    cudaError_t e;
+    if (p->dtype == NUREC_F32) e = cudaLaunchKernelEx(&l.config, collect_forward_kernel_f32, *p, n_vec);
+    else if (p->dtype == NUREC_F64) e = cudaLaunchKernelEx(&l.config, collect_forward_kernel_f64, *p, n_vec);
     else return NUREC_ERR_DTYPE;
-    return launch_status();
+    return e == cudaSuccess ? launch_status() : NUREC_ERR_CUDA;
 }
 
 extern "C" int nurec_collect_backward_cuda(const nurec_collect_params* p, void* stream) {

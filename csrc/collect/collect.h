@@ -38,6 +38,11 @@ typedef struct nurec_collect_params {
     void* grad_log_scales;
     void* grad_opacity_logits;
     void* grad_track_poses;      /* [T,7]; the launcher zero-fills it */
+    /* CUDA forward only: the launch right before this one on the stream was
+       nurec_track_poses_forward_cuda writing track_poses / track_inside, so
+       this kernel may start early and wait for it only where it reads them
+       (programmatic dependent launch). */
+    int after_track_poses;
 } nurec_collect_params;
 
 int nurec_collect_forward_cpu(const nurec_collect_params* p);

@@ -1,9 +1,28 @@
 /* Generic over real_t (see math/generic.h). */
 
-__global__ void __launch_bounds__(NUREC_COLLECT_THREADS)
-NR(collect_forward_kernel)(nurec_collect_params p) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= p.num_gaussians) return;
+/* One Gaussian of the forward. Reads its track's pose and inside flag only
+ * after the pose kernel has finished (programmatic dependent launch): the
+ * static background, most of a scene, never waits. */
+__device__ __forceinline__ void NR(collect_forward_gaussian)(
+    const nurec_collect_params& p, int64_t id, const real_t m[3], const real_t q[4],
+    const real_t l[3], real_t logit, real_t mw[3], real_t qw[4], real_t s[3], real_t* o) {
+    const real_t* pose = NULL;
+    real_t pose_r[7];
+    int kind = NUREC_STATIC;
+    if (id != -1) kind = NUREC_FORCED;
+    if (id >= 0 && id < p.num_tracks) {
+        nurec_pdl_wait_prev();
+        kind = nurec_collect_kind(id, p.num_tracks, p.track_inside);
+        const real_t* tp = (const real_t*)p.track_poses + 7 * id;
+        for (int c = 0; c < 7; ++c) pose_r[c] = tp[c];
+        pose = pose_r;
+    }
+    NR(collect_one)(kind, pose, m, q, l, logit, mw, qw, s, o);
+}
+
+/* Scalar path: one Gaussian per thread, any dtype, any index width. */
+__device__ __forceinline__ void NR(collect_forward_scalar)(const nurec_collect_params& p,
+                                                           int64_t i) {
     const real_t* means = (const real_t*)p.means + 3 * i;
     const real_t* quats = (const real_t*)p.quats + 4 * i;
     const real_t* ls = (const real_t*)p.log_scales + 3 * i;
@@ -12,22 +31,59 @@ NR(collect_forward_kernel)(nurec_collect_params p) {
     real_t l[3] = {ls[0], ls[1], ls[2]};
     real_t logit = ((const real_t*)p.opacity_logits)[i];
     int64_t id = nurec_load_index(p.track_ids, p.ids_are_int64, i);
-    int kind = nurec_collect_kind(id, p.num_tracks, p.track_inside);
-    const real_t* pose = NULL;
-    real_t pose_r[7];
-    if (id >= 0 && id < p.num_tracks) {
-        const real_t* tp = (const real_t*)p.track_poses + 7 * id;
-        for (int c = 0; c < 7; ++c) pose_r[c] = tp[c];
-        pose = pose_r;
-    }
     real_t mw[3], qw[4], s[3], o;
-    NR(collect_one)(kind, pose, m, q, l, logit, mw, qw, s, &o);
+    NR(collect_forward_gaussian)(p, id, m, q, l, logit, mw, qw, s, &o);
     real_t* omw = (real_t*)p.means_w + 3 * i;
     real_t* oqw = (real_t*)p.quats_w + 4 * i;
     real_t* os = (real_t*)p.scales + 3 * i;
     for (int c = 0; c < 3; ++c) { omw[c] = mw[c]; os[c] = s[c]; }
     for (int c = 0; c < 4; ++c) oqw[c] = qw[c];
     ((real_t*)p.opacities)[i] = o;
+}
+
+/* Threads [0, n_vec) take 4 Gaussians each through 16-byte loads and stores
+ * (float32, int32 ids, 16-byte aligned buffers: the launcher checks); the
+ * remaining threads take one Gaussian each from Gaussian 4 * n_vec on. */
+__global__ void __launch_bounds__(NUREC_COLLECT_THREADS)
+NR(collect_forward_kernel)(nurec_collect_params p, int64_t n_vec) {
+    int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+#if !R_IS_F64
+    if (t < n_vec) {
+        /* all loads first: 12 independent 16-byte loads in flight per thread */
+        float4 mv[3], qv[4], lv[3], ov;
+        int4 iv;
+        const float4* M = (const float4*)p.means + 3 * t;
+        const float4* Q = (const float4*)p.quats + 4 * t;
+        const float4* L = (const float4*)p.log_scales + 3 * t;
+        for (int k = 0; k < 3; ++k) { mv[k] = M[k]; lv[k] = L[k]; }
+        for (int k = 0; k < 4; ++k) qv[k] = Q[k];
+        ov = ((const float4*)p.opacity_logits)[t];
+        iv = ((const int4*)p.track_ids)[t];
+        const float* m = (const float*)mv;
+        const float* q = (const float*)qv;
+        const float* l = (const float*)lv;
+        const float* lo = (const float*)&ov;
+        const int* id = (const int*)&iv;
+        float4 mwv[3], qwv[4], sv[3], opv;
+        float* mw = (float*)mwv;
+        float* qw = (float*)qwv;
+        float* s = (float*)sv;
+        float* o = (float*)&opv;
+#pragma unroll
+        for (int g = 0; g < 4; ++g)
+            NR(collect_forward_gaussian)(p, id[g], m + 3 * g, q + 4 * g, l + 3 * g, lo[g],
+                                         mw + 3 * g, qw + 4 * g, s + 3 * g, o + g);
+        float4* OM = (float4*)p.means_w + 3 * t;
+        float4* OQ = (float4*)p.quats_w + 4 * t;
+        float4* OS = (float4*)p.scales + 3 * t;
+        for (int k = 0; k < 3; ++k) { OM[k] = mwv[k]; OS[k] = sv[k]; }
+        for (int k = 0; k < 4; ++k) OQ[k] = qwv[k];
+        ((float4*)p.opacities)[t] = opv;
+        return;
+    }
+#endif
+    int64_t i = 4 * n_vec + (t - n_vec);
+    if (i < p.num_gaussians) NR(collect_forward_scalar)(p, i);
 }
 
 __global__ void __launch_bounds__(NUREC_COLLECT_THREADS)

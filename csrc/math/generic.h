@@ -10,7 +10,7 @@
  *   R_SQRT, R_EXP, R_SIN, R_COS, R_ATAN2, R_FABS, R_LOG, R_FMAX, R_FMIN,
  *   R_LOG1P, R_EXPM1
  *               the math function of that precision (sqrtf / sqrt, ...)
- *   R_DTYPE     NUREC_F32 / NUREC_F64
+ *   R_DTYPE     NUREC_F32 / NUREC_F64 (R_IS_F64: 0 / 1, for #if)
  *
  * This is the one place where precision is chosen: kernels and math are
  * written once and compiled twice. No include guard, on purpose. */
@@ -23,6 +23,7 @@
 #define real_t float
 #define NR(name) NUREC_PASTE(name, f32)
 #define R_DTYPE NUREC_F32
+#define R_IS_F64 0
 #define R_SQRT sqrtf
 #define R_EXP expf
 #define R_EXPM1 expm1f
@@ -38,6 +39,7 @@
 #undef real_t
 #undef NR
 #undef R_DTYPE
+#undef R_IS_F64
 #undef R_SQRT
 #undef R_EXP
 #undef R_EXPM1
@@ -53,6 +55,7 @@
 #define real_t double
 #define NR(name) NUREC_PASTE(name, f64)
 #define R_DTYPE NUREC_F64
+#define R_IS_F64 1
 #define R_SQRT sqrt
 #define R_EXP exp
 #define R_EXPM1 expm1
@@ -68,6 +71,7 @@
 #undef real_t
 #undef NR
 #undef R_DTYPE
+#undef R_IS_F64
 #undef R_SQRT
 #undef R_EXP
 #undef R_EXPM1

@@ -1,15 +1,34 @@
-/* Generic over real_t (see math/generic.h). */
+/* Generic over real_t (see math/generic.h). One warp per track: the search
+ * for the query's keys is 32-ary (a ballot per step), two or three
+ * dependent loads for a track of up to a thousand keys, instead of a binary
+ * search's eight to ten; the kernel is latency-bound, not bandwidth-bound. */
 
-__global__ void NR(track_poses_forward_kernel)(nurec_track_poses_params p) {
-    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= p.num_tracks) return;
+__device__ __forceinline__ int NR(track_locate_warp)(const nurec_track_poses_params& p,
+                                                     int64_t k, int64_t* l, double* a,
+                                                     int* inside) {
     int64_t start = nurec_load_index(p.track_ranges, p.ranges_are_int64, 2 * k);
     int64_t count = nurec_load_index(p.track_ranges, p.ranges_are_int64, 2 * k + 1);
+    int64_t t = p.query_times[k * p.query_stride];
+    int64_t last = 0;
+    *a = 0.0;
+    int nk = nurec_track_bounds(p.key_times, p.num_keys, start, count, t, l, &last);
+    *inside = nk < 0;
+    if (nk >= 0) return nk;
+    *l = nurec_track_search_warp(p.key_times, *l, last, t);
+    return nurec_track_finish(p.key_times, last, t, p.mode, l, a);
+}
+
+__global__ void NR(track_poses_forward_kernel)(nurec_track_poses_params p) {
+    /* the collection kernel may start now: it waits for these poses only
+       where a Gaussian is on a track (programmatic dependent launch) */
+    nurec_pdl_allow_next();
+    int64_t k = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    if (k >= p.num_tracks) return;  /* whole warps leave together */
     int64_t l = 0;
     double a;
     int inside;
-    int nk = nurec_track_locate(p.key_times, p.num_keys, start, count,
-                                p.query_times[k * p.query_stride], p.mode, &l, &a, &inside);
+    int nk = NR(track_locate_warp)(p, k, &l, &a, &inside);
+    if ((threadIdx.x & 31) != 0) return;
     real_t out[7];
     NR(track_pose_eval)((const real_t*)p.key_poses, nk, l, (real_t)a, out);
     real_t* poses = (real_t*)p.poses + 7 * k;
@@ -18,19 +37,18 @@ __global__ void NR(track_poses_forward_kernel)(nurec_track_poses_params p) {
 }
 
 __global__ void NR(track_poses_backward_kernel)(nurec_track_poses_params p) {
-    int64_t k = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int64_t k = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     if (k >= p.num_tracks) return;
-    int64_t start = nurec_load_index(p.track_ranges, p.ranges_are_int64, 2 * k);
-    int64_t count = nurec_load_index(p.track_ranges, p.ranges_are_int64, 2 * k + 1);
     int64_t l = 0;
     double a;
     int inside;
-    int nk = nurec_track_locate(p.key_times, p.num_keys, start, count,
-                                p.query_times[k * p.query_stride], p.mode, &l, &a, &inside);
+    int nk = NR(track_locate_warp)(p, k, &l, &a, &inside);
+    if ((threadIdx.x & 31) != 0) return;
     real_t g[7], gl[7], gr[7];
     const real_t* gp = (const real_t*)p.grad_poses + 7 * k;
     for (int c = 0; c < 7; ++c) g[c] = gp[c];
     NR(track_pose_eval_vjp)((const real_t*)p.key_poses, nk, l, (real_t)a, g, gl, gr);
+    /* tracks may share key rows: accumulate */
     real_t* gk = (real_t*)p.grad_key_poses;
     if (nk >= 1) for (int c = 0; c < 7; ++c) atomicAdd(gk + 7 * l + c, gl[c]);
     if (nk == 2) for (int c = 0; c < 7; ++c) atomicAdd(gk + 7 * (l + 1) + c, gr[c]);

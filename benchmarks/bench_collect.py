@@ -1,0 +1,96 @@
+"""Benchmark of the fused collection (issue 2) on the street scene:
+nurec_ops.collect vs the eager reference and torch.compile of it, forward and
+forward+backward, on one CUDA device. Prints a table; see timing.py for what
+each column means.
+
+    python benchmarks/bench_collect.py [--no-compile] [--dtype float32]
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nurec_ops  # noqa: E402
+from nurec_ops import reference  # noqa: E402
+from scenes import make_street_scene  # noqa: E402
+from timing import (back_to_back_us, copy_time_us, host_profile, host_us,  # noqa: E402
+                    kernel_profile, table)
+
+GAUSSIAN_INPUTS = ("means", "quats", "log_scales", "opacity_logits")
+
+
+def forward_bytes(scene):
+    """Fewest bytes the forward must move: each Gaussian input read once, each
+    output written once (the tiny track arrays are left out)."""
+    n = scene["means"].shape[0]
+    e = scene["means"].element_size()
+    return n * (e * (3 + 4 + 3 + 1) + scene["track_ids"].element_size() + e * (3 + 4 + 3 + 1))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--no-compile", action="store_true")
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--host-profile", action="store_true", help="print where the fused call's host time goes")
+    args = ap.parse_args()
+    dtype = getattr(torch, args.dtype)
+    scene = make_street_scene("cuda", dtype)
+    params = [scene[k].clone().requires_grad_(True) for k in GAUSSIAN_INPUTS]
+    key_poses = scene["key_poses"].clone().requires_grad_(True)
+    rest = (scene["track_ids"],)
+    keys = (scene["key_times"], scene["track_ranges"], scene["query_times"])
+    cot = None
+
+    def fwd(f):
+        with torch.no_grad():
+            return f(*params, *rest, key_poses, *keys)
+
+    def fwd_bwd(f):
+        # autograd.grad, not backward: no .grad accumulation kernels in the count
+        out = f(*params, *rest, key_poses, *keys)
+        torch.autograd.grad(out, params + [key_poses], cot)
+
+    impls = [("nurec_ops (fused)", nurec_ops.collect), ("reference (eager)", reference.collect)]
+    if not args.no_compile:
+        impls.append(("reference (torch.compile)", torch.compile(reference.collect)))
+    with torch.no_grad():
+        cot = [torch.randn_like(o) for o in nurec_ops.collect(*params, *rest, key_poses, *keys)]
+
+    nbytes = forward_bytes(scene)
+    copy_us = copy_time_us(nbytes)
+    rows = []
+    results = {}
+    label = " [PDL off]" if os.environ.get("NUREC_OPS_PDL") == "0" else ""
+    impls = [(n + (label if n.startswith("nurec") else ""), f) for n, f in impls]
+    for name, f in impls:
+        for pass_name, run in (("forward", lambda f=f: fwd(f)), ("fwd+bwd", lambda f=f: fwd_bwd(f))):
+            dev_us, launches, memsets, _ = kernel_profile(run)
+            b2b = back_to_back_us(run)
+            host = host_us(run)
+            bw = nbytes / (dev_us * 1e-6) / 1e9 if pass_name == "forward" else float("nan")
+            results[(name, pass_name)] = dev_us
+            rows.append([name, pass_name, f"{dev_us:.1f}", f"{b2b:.1f}", f"{host:.1f}", launches, memsets,
+                         f"{bw:.0f}" if pass_name == "forward" else "-"])
+    print(f"\nstreet scene: N={scene['means'].shape[0]} Gaussians, T={scene['track_ranges'].shape[0]} tracks, "
+          f"P={scene['key_poses'].shape[0]} keys, {args.dtype}, {torch.cuda.get_device_name()}")
+    print(f"forward moves at least {nbytes / 1e6:.1f} MB; device-to-device copy of those bytes: "
+          f"{copy_us:.1f} us device time, {nbytes / (copy_us * 1e-6) / 1e9:.0f} GB/s\n")
+    print(table(rows, ["impl", "pass", "device us (median)", "back-to-back us/call", "host us/call",
+                       "kernels", "memsets", "fwd GB/s"]))
+    fused_f = results[(impls[0][0], "forward")]
+    fused_fb = results[(impls[0][0], "fwd+bwd")]
+    print()
+    for name, _ in impls[1:]:
+        print(f"speed-up vs {name}: forward {results[(name, 'forward')] / fused_f:.0f}x, "
+              f"fwd+bwd {results[(name, 'fwd+bwd')] / fused_fb:.0f}x (device time)")
+    print(f"fused forward at {copy_us / fused_f * 100:.0f}% of copy bandwidth ({nbytes / (fused_f * 1e-6) / 1e9:.0f} "
+          f"GB/s; the copy: {nbytes / (copy_us * 1e-6) / 1e9:.0f} GB/s, device time)")
+    if args.host_profile:
+        print(host_profile(lambda: fwd(nurec_ops.collect)))
+        print(host_profile(lambda: fwd_bwd(nurec_ops.collect)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""Timing helpers shared by the benchmarks (CUDA only).
+
+What each figure means:
+- device time: the sum of a call's kernel (and memset) durations from
+  torch.profiler, median over calls; free of launch and event overhead.
+- back to back: mean time per call of many calls between two CUDA events.
+- host time: CPU wall time per call when calls are queued without waiting.
+- event median: median of single calls each between two CUDA events (carries
+  ~25 us of event and launch overhead on the H200: only for large calls).
+"""
+import statistics
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+
+def event_median_ms(fn, warmup=5, iters=30):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def back_to_back_us(fn, calls=100, warmup=10):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(calls):
+        fn()
+    b.record()
+    b.synchronize()
+    return 1e3 * a.elapsed_time(b) / calls
+
+
+def host_us(fn, calls=100, warmup=10):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    t = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host = (time.perf_counter() - t) / calls * 1e6
+    torch.cuda.synchronize()
+    return host
+
+
+def _is_device_activity(e):
+    name = getattr(e, "device_type", None)
+    return name is not None and "CUDA" in str(name) and e.device_time > 0
+
+
+def kernel_profile(fn, calls=20, warmup=5):
+    """(median per-call device time in us, kernel launches per call, memsets
+    per call, kernel names) from torch.profiler, one call at a time. Device
+    time is the span from the first kernel's start to the last one's end:
+    kernels that overlap (programmatic dependent launch) are not counted
+    twice, and gaps between them are."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+            torch.cuda.synchronize()
+    kernels = []
+    for e in prof.events():
+        if _is_device_activity(e):
+            kernels.append((e.time_range.start, e.time_range.end, e.name))
+    kernels.sort()
+    per_call = len(kernels) // calls
+    durations = []
+    for c in range(calls):
+        chunk = kernels[c * per_call:(c + 1) * per_call]
+        durations.append(max(e for _, e, _ in chunk) - min(s for s, _, _ in chunk) if chunk else 0.0)
+    memsets = sum(1 for k in kernels if "memset" in k[2].lower()) // calls
+    names = sorted({k[2] for k in kernels})
+    return statistics.median(durations), per_call - memsets, memsets, names
+
+
+def copy_bandwidth_gbs(nbytes, iters=50):
+    """Device-to-device copy of nbytes (read + write counted), GB/s."""
+    n = max(1, nbytes // 4)
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    ms = event_median_ms(lambda: dst.copy_(src), warmup=10, iters=iters)
+    return 2 * n * 4 / (ms * 1e-3) / 1e9, ms * 1e3
+
+
+def copy_time_us(nbytes):
+    """Device time of copying nbytes (nbytes/2 read, nbytes/2 written), from
+    the profiler, for comparison with a kernel moving nbytes in total."""
+    n = max(1, nbytes // 8)
+    src = torch.randn(n, device="cuda")
+    dst = torch.empty_like(src)
+    t, _, _, _ = kernel_profile(lambda: dst.copy_(src), calls=30)
+    return t
+
+
+def host_profile(fn, calls=20, warmup=5, top=15):
+    """torch.profiler table of where the host time of fn goes."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top)
+
+
+def table(rows, headers):
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    line = " | ".join(str(h).ljust(w) for h, w in zip(headers, widths))
+    out = [line, "-+-".join("-" * w for w in widths)]
+    for r in rows:
+        out.append(" | ".join(str(c).ljust(w) for c, w in zip(r, widths)))
+    return "\n".join(out)
