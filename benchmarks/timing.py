@@ -60,11 +60,11 @@ def _is_device_activity(e):
 
 
 def kernel_profile(fn, calls=20, warmup=5):
-    """(median per-call device time in us, kernel launches per call, memsets
-    per call, kernel names) from torch.profiler, one call at a time. Device
-    time is the span from the first kernel's start to the last one's end:
-    kernels that overlap (programmatic dependent launch) are not counted
-    twice, and gaps between them are."""
+    """Per call, from torch.profiler, one call at a time: (median span in us
+    from the first kernel's start to the last one's end, median sum of the
+    kernel and memset durations in us, kernel launches, memsets, kernel
+    names). The span counts overlapping kernels once and includes the gaps
+    between kernels (host-bound code); the sum counts only device work."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -78,13 +78,30 @@ def kernel_profile(fn, calls=20, warmup=5):
             kernels.append((e.time_range.start, e.time_range.end, e.name))
     kernels.sort()
     per_call = len(kernels) // calls
-    durations = []
+    spans, sums = [], []
     for c in range(calls):
         chunk = kernels[c * per_call:(c + 1) * per_call]
-        durations.append(max(e for _, e, _ in chunk) - min(s for s, _, _ in chunk) if chunk else 0.0)
+        spans.append(max(e for _, e, _ in chunk) - min(s for s, _, _ in chunk) if chunk else 0.0)
+        sums.append(sum(e - s for s, e, _ in chunk))
     memsets = sum(1 for k in kernels if "memset" in k[2].lower()) // calls
     names = sorted({k[2] for k in kernels})
-    return statistics.median(durations), per_call - memsets, memsets, names
+    return statistics.median(spans), statistics.median(sums), per_call - memsets, memsets, names
+
+
+def kernel_durations(fn, calls=20, warmup=5):
+    """Median duration in us of each kernel name over `calls` calls."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+            torch.cuda.synchronize()
+    per_name = {}
+    for e in prof.events():
+        if _is_device_activity(e):
+            per_name.setdefault(e.name, []).append(e.time_range.end - e.time_range.start)
+    return {name: statistics.median(d) for name, d in per_name.items()}
 
 
 def copy_bandwidth_gbs(nbytes, iters=50):
@@ -102,8 +119,7 @@ def copy_time_us(nbytes):
     n = max(1, nbytes // 8)
     src = torch.randn(n, device="cuda")
     dst = torch.empty_like(src)
-    t, _, _, _ = kernel_profile(lambda: dst.copy_(src), calls=30)
-    return t
+    return kernel_profile(lambda: dst.copy_(src), calls=30)[0]
 
 
 def host_profile(fn, calls=20, warmup=5, top=15):

@@ -19,6 +19,15 @@ extern "C" {
 #include "math/defs.h"
 }
 
+// Like STD_TORCH_CHECK, but the message is only what the user needs (the
+// op, the argument and what was expected), without a C++ file and line.
+#define NUREC_CHECK(cond, ...)                                                              \
+    do {                                                                                    \
+        if (!(cond))                                                                        \
+            throw std::runtime_error(torch::headeronly::detail::stdTorchCheckMsgImpl(       \
+                "", ##__VA_ARGS__));                                                        \
+    } while (0)
+
 namespace nurec {
 
 using torch::stable::Tensor;
@@ -56,13 +65,13 @@ inline void check_shape(const char* op, const char* name, const Tensor& t,
         if (ok && w >= 0 && t.size(d) != w) ok = false;
         ++d;
     }
-    STD_TORCH_CHECK(ok, "nurec_ops.", op, ": `", name, "` must have shape ", desc,
+    NUREC_CHECK(ok, "nurec_ops.", op, ": `", name, "` must have shape ", desc,
                     ", got ", shape_str(t));
 }
 
 inline void check_dtype(const char* op, const char* name, const Tensor& t,
                         ScalarType want) {
-    STD_TORCH_CHECK(t.scalar_type() == want, "nurec_ops.", op, ": `", name,
+    NUREC_CHECK(t.scalar_type() == want, "nurec_ops.", op, ": `", name,
                     "` must be ", dtype_str(want), ", got ", dtype_str(t.scalar_type()));
 }
 
@@ -70,27 +79,27 @@ inline void check_dtype(const char* op, const char* name, const Tensor& t,
 inline void check_real(const char* op, const char* name, const Tensor& t,
                        const Tensor& ref, const char* ref_name) {
     ScalarType s = t.scalar_type();
-    STD_TORCH_CHECK(s == ScalarType::Float || s == ScalarType::Double, "nurec_ops.", op,
+    NUREC_CHECK(s == ScalarType::Float || s == ScalarType::Double, "nurec_ops.", op,
                     ": `", name, "` must be float32 or float64, got ", dtype_str(s));
-    STD_TORCH_CHECK(s == ref.scalar_type(), "nurec_ops.", op, ": `", name, "` is ",
+    NUREC_CHECK(s == ref.scalar_type(), "nurec_ops.", op, ": `", name, "` is ",
                     dtype_str(s), " but `", ref_name, "` is ", dtype_str(ref.scalar_type()),
                     "; all floating inputs must share one dtype");
 }
 
 inline bool check_index(const char* op, const char* name, const Tensor& t) {
     ScalarType s = t.scalar_type();
-    STD_TORCH_CHECK(s == ScalarType::Int || s == ScalarType::Long, "nurec_ops.", op, ": `",
+    NUREC_CHECK(s == ScalarType::Int || s == ScalarType::Long, "nurec_ops.", op, ": `",
                     name, "` must be int32 or int64, got ", dtype_str(s));
     return s == ScalarType::Long;
 }
 
 inline void check_device(const char* op, const char* name, const Tensor& t,
                          const Tensor& ref, const char* ref_name) {
-    STD_TORCH_CHECK(t.is_cpu() || t.is_cuda(), "nurec_ops.", op, ": `", name,
+    NUREC_CHECK(t.is_cpu() || t.is_cuda(), "nurec_ops.", op, ": `", name,
                     "` must be on the CPU or a CUDA device");
     bool same = t.is_cuda() == ref.is_cuda() &&
                 (!t.is_cuda() || t.get_device_index() == ref.get_device_index());
-    STD_TORCH_CHECK(same, "nurec_ops.", op, ": `", name, "` is on ",
+    NUREC_CHECK(same, "nurec_ops.", op, ": `", name, "` is on ",
                     t.is_cuda() ? "cuda:" + std::to_string(t.get_device_index()) : "cpu",
                     " but `", ref_name, "` is on ",
                     ref.is_cuda() ? "cuda:" + std::to_string(ref.get_device_index()) : "cpu",
@@ -123,21 +132,21 @@ inline Tensor empty_like_shape(const Tensor& like, std::initializer_list<int64_t
     }
     int32_t dtype, dev_type, dev_index;
     AtenTensorHandle h = like.get();
-    STD_TORCH_CHECK(aoti_torch_get_dtype(h, &dtype) == AOTI_TORCH_SUCCESS &&
+    NUREC_CHECK(aoti_torch_get_dtype(h, &dtype) == AOTI_TORCH_SUCCESS &&
                     aoti_torch_get_device_type(h, &dev_type) == AOTI_TORCH_SUCCESS &&
                     aoti_torch_get_device_index(h, &dev_index) == AOTI_TORCH_SUCCESS,
                     "nurec_ops: could not read a tensor's dtype or device");
     if (as_bool) dtype = aoti_torch_dtype_bool();
     AtenTensorHandle out = nullptr;
-    STD_TORCH_CHECK(aoti_torch_empty_strided(ndim, sizes, strides, dtype, dev_type, dev_index,
+    NUREC_CHECK(aoti_torch_empty_strided(ndim, sizes, strides, dtype, dev_type, dev_index,
                                              &out) == AOTI_TORCH_SUCCESS,
                     "nurec_ops: allocation of an output failed");
     return Tensor(out);
 }
 
 inline void check_status(const char* op, int status) {
-    STD_TORCH_CHECK(status != NUREC_ERR_DTYPE, "nurec_ops.", op, ": unsupported dtype");
-    STD_TORCH_CHECK(status == NUREC_OK, "nurec_ops.", op,
+    NUREC_CHECK(status != NUREC_ERR_DTYPE, "nurec_ops.", op, ": unsupported dtype");
+    NUREC_CHECK(status == NUREC_OK, "nurec_ops.", op,
                     ": a CUDA kernel launch failed (status ", status, ")");
 }
 

@@ -8,6 +8,9 @@ from ._library import has_cuda_kernels
 from .collect import collect, collect_gaussian_parameters
 from .track_poses import interpolate_track_poses
 from . import reference
+from . import diagnose
+from .nvtx import set_nvtx
+from .swap import Swap, swap
 
 __all__ = [
     "interpolate_track_poses",
@@ -15,4 +18,8 @@ __all__ = [
     "collect",
     "reference",
     "has_cuda_kernels",
+    "diagnose",
+    "set_nvtx",
+    "swap",
+    "Swap",
 ]

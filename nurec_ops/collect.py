@@ -87,10 +87,19 @@ def _fake(means, quats, log_scales, opacity_logits, track_ids, track_poses, trac
     return means.new_empty((N, 3)), means.new_empty((N, 4)), means.new_empty((N, 3)), means.new_empty((N,))
 
 
+def _check_grads(op, N, means, grads):
+    names = ("grad_means_w", "grad_quats_w", "grad_scales", "grad_opacities")
+    for name, g, want, desc in zip(names, grads, ((N, 3), (N, 4), (N, 3), (N,)), ("[N, 3]", "[N, 4]", "[N, 3]", "[N]")):
+        C.shape(op, name, g, want, desc)
+        C.real(op, name, g, means, "means")
+        C.device(op, name, g, means, "means")
+
+
 @torch.library.register_fake("nurec_ops::collect_gaussian_parameters_backward")
 def _fake_backward(grad_means_w, grad_quats_w, grad_scales, grad_opacities, means, quats, log_scales,
                    opacity_logits, track_ids, track_poses, track_inside):
     N, T = _check(_OP + "_backward", means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside)
+    _check_grads(_OP + "_backward", N, means, (grad_means_w, grad_quats_w, grad_scales, grad_opacities))
     return (means.new_empty((N, 3)), means.new_empty((N, 4)), means.new_empty((N, 3)), means.new_empty((N,)),
             means.new_empty((T, 7)))
 
@@ -132,6 +141,7 @@ def _fake_at_time_backward(grad_means_w, grad_quats_w, grad_scales, grad_opaciti
                            opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode):
     N, _ = _check_at_time("collect_backward", means, quats, log_scales, opacity_logits, track_ids, key_poses,
                           key_times, track_ranges, query_times, mode)
+    _check_grads("collect_backward", N, means, (grad_means_w, grad_quats_w, grad_scales, grad_opacities))
     return (means.new_empty((N, 3)), means.new_empty((N, 4)), means.new_empty((N, 3)), means.new_empty((N,)),
             key_poses.new_empty(key_poses.shape))
 

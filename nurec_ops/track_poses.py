@@ -58,7 +58,11 @@ def _fake(key_poses, key_times, track_ranges, query_times, mode="slerp"):
 
 @torch.library.register_fake("nurec_ops::interpolate_track_poses_backward")
 def _fake_backward(grad_poses, key_poses, key_times, track_ranges, query_times, mode):
-    check_inputs(_OP + "_backward", key_poses, key_times, track_ranges, query_times, mode)
+    op = _OP + "_backward"
+    T = check_inputs(op, key_poses, key_times, track_ranges, query_times, mode)
+    C.shape(op, "grad_poses", grad_poses, (T, 7), "[T, 7]")
+    C.real(op, "grad_poses", grad_poses, key_poses, "key_poses")
+    C.device(op, "grad_poses", grad_poses, key_poses, "key_poses")
     return key_poses.new_empty(key_poses.shape)
 
 

@@ -10,9 +10,10 @@
 
 #include <stdint.h>
 
-/* 128, not 256: at ~70 registers the float32 forward then fits its
-   464k-Gaussian grid in one wave on an H200 (fewer idle SMs at the end) */
 #define NUREC_COLLECT_THREADS 128
+/* Gaussians a block of the staged float32 forward takes: 4 per thread,
+   24 KB of shared memory */
+#define NUREC_COLLECT_STAGED 512
 #define NUREC_GENERIC_FILE "collect/collect_cuda_generic.cuh"
 #include "math/generic.h"
 
@@ -26,28 +27,28 @@ static unsigned num_blocks(int64_t n) {
 
 static int aligned16(const void* ptr) { return ((uintptr_t)ptr & 15) == 0; }
 
-/* How many threads take 4 Gaussians each through 16-byte accesses: float32,
- * int32 ids and every buffer 16-byte aligned (fresh allocations are; views
- * with an offset may not be), else none. */
-static int64_t vector_threads(const nurec_collect_params* p) {
+/* The staged kernel needs float32, int32 ids and 16-byte aligned buffers
+ * (fresh allocations are; views with an offset may not be). */
+static int can_stage(const nurec_collect_params* p) {
     if (p->dtype != NUREC_F32 || p->ids_are_int64) return 0;
     const void* ptrs[] = {p->means, p->quats, p->log_scales, p->opacity_logits, p->track_ids,
                           p->means_w, p->quats_w, p->scales, p->opacities};
     for (unsigned k = 0; k < sizeof(ptrs) / sizeof(ptrs[0]); ++k)
         if (!aligned16(ptrs[k])) return 0;
-    return p->num_gaussians / 4;
+    return 1;
 }
 
 extern "C" int nurec_collect_forward_cuda(const nurec_collect_params* p, void* stream) {
     if (p->num_gaussians == 0) return NUREC_OK;
-    int64_t n_vec = vector_threads(p);
-    int64_t threads = n_vec + (p->num_gaussians - 4 * n_vec);
+    int staged = can_stage(p);
+    int64_t per_block = staged ? NUREC_COLLECT_STAGED : NUREC_COLLECT_THREADS;
     nurec_launch l;
-    nurec_launch_init(&l, num_blocks(threads), NUREC_COLLECT_THREADS, (cudaStream_t)stream,
-                      p->after_track_poses);
+    nurec_launch_init(&l, (unsigned)((p->num_gaussians + per_block - 1) / per_block),
+                      NUREC_COLLECT_THREADS, (cudaStream_t)stream, p->after_track_poses);
     cudaError_t e;
-    if (p->dtype == NUREC_F32) e = cudaLaunchKernelEx(&l.config, collect_forward_kernel_f32, *p, n_vec);
-    else if (p->dtype == NUREC_F64) e = cudaLaunchKernelEx(&l.config, collect_forward_kernel_f64, *p, n_vec);
+    if (staged) e = cudaLaunchKernelEx(&l.config, collect_forward_staged_kernel_f32, *p);
+    else if (p->dtype == NUREC_F32) e = cudaLaunchKernelEx(&l.config, collect_forward_kernel_f32, *p);
+    else if (p->dtype == NUREC_F64) e = cudaLaunchKernelEx(&l.config, collect_forward_kernel_f64, *p);
     else return NUREC_ERR_DTYPE;
     return e == cudaSuccess ? launch_status() : NUREC_ERR_CUDA;
 }

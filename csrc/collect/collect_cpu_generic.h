@@ -10,7 +10,7 @@ static int NR(collect_forward_cpu)(const nurec_collect_params* p) {
         int64_t id = nurec_load_index(p->track_ids, p->ids_are_int64, i);
         int kind = nurec_collect_kind(id, p->num_tracks, p->track_inside);
         int has_pose = id >= 0 && id < p->num_tracks;
-        NR(collect_one)(kind, has_pose ? poses + 7 * id : NULL, means + 3 * i,
+        NR(collect_one)(kind, has_pose, has_pose ? poses + 7 * id : poses, means + 3 * i,
                         quats + 4 * i, log_scales + 3 * i, logits[i],
                         (real_t*)p->means_w + 3 * i, (real_t*)p->quats_w + 4 * i,
                         (real_t*)p->scales + 3 * i, (real_t*)p->opacities + i);
@@ -36,7 +36,8 @@ static int NR(collect_backward_cpu)(const nurec_collect_params* p) {
             continue;
         }
         real_t gpose[7] = {0, 0, 0, 0, 0, 0, 0};
-        NR(collect_one_vjp)(kind == NUREC_ON_TRACK ? poses + 7 * id : NULL,
+        int on_track = kind == NUREC_ON_TRACK;
+        NR(collect_one_vjp)(on_track, on_track ? poses + 7 * id : poses,
                             (const real_t*)p->means + 3 * i, (const real_t*)p->quats + 4 * i,
                             (const real_t*)p->log_scales + 3 * i,
                             ((const real_t*)p->opacity_logits)[i],

@@ -6,18 +6,16 @@
 __device__ __forceinline__ void NR(collect_forward_gaussian)(
     const nurec_collect_params& p, int64_t id, const real_t m[3], const real_t q[4],
     const real_t l[3], real_t logit, real_t mw[3], real_t qw[4], real_t s[3], real_t* o) {
-    const real_t* pose = NULL;
-    real_t pose_r[7];
-    int kind = NUREC_STATIC;
-    if (id != -1) kind = NUREC_FORCED;
-    if (id >= 0 && id < p.num_tracks) {
+    real_t pose[7] = {0, 0, 0, 1, 0, 0, 0};
+    int kind = id == -1 ? NUREC_STATIC : NUREC_FORCED;
+    int has_pose = id >= 0 && id < p.num_tracks;
+    if (has_pose) {
         nurec_pdl_wait_prev();
         kind = nurec_collect_kind(id, p.num_tracks, p.track_inside);
         const real_t* tp = (const real_t*)p.track_poses + 7 * id;
-        for (int c = 0; c < 7; ++c) pose_r[c] = tp[c];
-        pose = pose_r;
+        for (int c = 0; c < 7; ++c) pose[c] = tp[c];
     }
-    NR(collect_one)(kind, pose, m, q, l, logit, mw, qw, s, o);
+    NR(collect_one)(kind, has_pose, pose, m, q, l, logit, mw, qw, s, o);
 }
 
 /* Scalar path: one Gaussian per thread, any dtype, any index width. */
@@ -41,50 +39,62 @@ __device__ __forceinline__ void NR(collect_forward_scalar)(const nurec_collect_p
     ((real_t*)p.opacities)[i] = o;
 }
 
-/* Threads [0, n_vec) take 4 Gaussians each through 16-byte loads and stores
- * (float32, int32 ids, 16-byte aligned buffers: the launcher checks); the
- * remaining threads take one Gaussian each from Gaussian 4 * n_vec on. */
+/* One thread per Gaussian: any dtype, any index width, any alignment. */
 __global__ void __launch_bounds__(NUREC_COLLECT_THREADS)
-NR(collect_forward_kernel)(nurec_collect_params p, int64_t n_vec) {
-    int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-#if !R_IS_F64
-    if (t < n_vec) {
-        /* all loads first: 12 independent 16-byte loads in flight per thread */
-        float4 mv[3], qv[4], lv[3], ov;
-        int4 iv;
-        const float4* M = (const float4*)p.means + 3 * t;
-        const float4* Q = (const float4*)p.quats + 4 * t;
-        const float4* L = (const float4*)p.log_scales + 3 * t;
-        for (int k = 0; k < 3; ++k) { mv[k] = M[k]; lv[k] = L[k]; }
-        for (int k = 0; k < 4; ++k) qv[k] = Q[k];
-        ov = ((const float4*)p.opacity_logits)[t];
-        iv = ((const int4*)p.track_ids)[t];
-        const float* m = (const float*)mv;
-        const float* q = (const float*)qv;
-        const float* l = (const float*)lv;
-        const float* lo = (const float*)&ov;
-        const int* id = (const int*)&iv;
-        float4 mwv[3], qwv[4], sv[3], opv;
-        float* mw = (float*)mwv;
-        float* qw = (float*)qwv;
-        float* s = (float*)sv;
-        float* o = (float*)&opv;
-#pragma unroll
-        for (int g = 0; g < 4; ++g)
-            NR(collect_forward_gaussian)(p, id[g], m + 3 * g, q + 4 * g, l + 3 * g, lo[g],
-                                         mw + 3 * g, qw + 4 * g, s + 3 * g, o + g);
-        float4* OM = (float4*)p.means_w + 3 * t;
-        float4* OQ = (float4*)p.quats_w + 4 * t;
-        float4* OS = (float4*)p.scales + 3 * t;
-        for (int k = 0; k < 3; ++k) { OM[k] = mwv[k]; OS[k] = sv[k]; }
-        for (int k = 0; k < 4; ++k) OQ[k] = qwv[k];
-        ((float4*)p.opacities)[t] = opv;
-        return;
-    }
-#endif
-    int64_t i = 4 * n_vec + (t - n_vec);
+NR(collect_forward_kernel)(nurec_collect_params p) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < p.num_gaussians) NR(collect_forward_scalar)(p, i);
 }
+
+#if !R_IS_F64
+/* Copies n floats between global and shared memory with the whole block,
+ * 16 bytes per thread and access, consecutive threads on consecutive
+ * addresses (both ends 16-byte aligned; the launcher checks global). */
+__device__ __forceinline__ void nurec_block_copy_f32(float* dst, const float* src, int n) {
+    int n4 = n / 4;
+    for (int k = threadIdx.x; k < n4; k += blockDim.x)
+        ((float4*)dst)[k] = ((const float4*)src)[k];
+    for (int k = 4 * n4 + threadIdx.x; k < n; k += blockDim.x) dst[k] = src[k];
+}
+
+/* float32 with int32 ids: a block stages NUREC_COLLECT_STAGED Gaussians in
+ * shared memory, so that every global load and store is a coalesced 16-byte
+ * access whatever the row width (3 or 4 floats), then each thread works on
+ * its Gaussians from shared memory and the results leave the same way. */
+__global__ void __launch_bounds__(NUREC_COLLECT_THREADS)
+NR(collect_forward_staged_kernel)(nurec_collect_params p) {
+    __shared__ __align__(16) float s_means[3 * NUREC_COLLECT_STAGED];
+    __shared__ __align__(16) float s_quats[4 * NUREC_COLLECT_STAGED];
+    __shared__ __align__(16) float s_scales[3 * NUREC_COLLECT_STAGED];
+    __shared__ __align__(16) float s_opac[NUREC_COLLECT_STAGED];
+    __shared__ __align__(16) int s_ids[NUREC_COLLECT_STAGED];
+    int64_t g0 = (int64_t)blockIdx.x * NUREC_COLLECT_STAGED;
+    int nb = (int)min((int64_t)NUREC_COLLECT_STAGED, p.num_gaussians - g0);
+    nurec_block_copy_f32(s_means, (const float*)p.means + 3 * g0, 3 * nb);
+    nurec_block_copy_f32(s_quats, (const float*)p.quats + 4 * g0, 4 * nb);
+    nurec_block_copy_f32(s_scales, (const float*)p.log_scales + 3 * g0, 3 * nb);
+    nurec_block_copy_f32(s_opac, (const float*)p.opacity_logits + g0, nb);
+    nurec_block_copy_f32((float*)s_ids, (const float*)p.track_ids + g0, nb);
+    __syncthreads();
+    /* each thread reads its rows and writes its results in place */
+    for (int j = threadIdx.x; j < nb; j += blockDim.x) {
+        float m[3] = {s_means[3 * j], s_means[3 * j + 1], s_means[3 * j + 2]};
+        float4 qv = ((const float4*)s_quats)[j];
+        float q[4] = {qv.x, qv.y, qv.z, qv.w};
+        float l[3] = {s_scales[3 * j], s_scales[3 * j + 1], s_scales[3 * j + 2]};
+        float mw[3], qw[4], sc[3], o;
+        NR(collect_forward_gaussian)(p, s_ids[j], m, q, l, s_opac[j], mw, qw, sc, &o);
+        for (int c = 0; c < 3; ++c) { s_means[3 * j + c] = mw[c]; s_scales[3 * j + c] = sc[c]; }
+        ((float4*)s_quats)[j] = make_float4(qw[0], qw[1], qw[2], qw[3]);
+        s_opac[j] = o;
+    }
+    __syncthreads();
+    nurec_block_copy_f32((float*)p.means_w + 3 * g0, s_means, 3 * nb);
+    nurec_block_copy_f32((float*)p.quats_w + 4 * g0, s_quats, 4 * nb);
+    nurec_block_copy_f32((float*)p.scales + 3 * g0, s_scales, 3 * nb);
+    nurec_block_copy_f32((float*)p.opacities + g0, s_opac, nb);
+}
+#endif
 
 __global__ void __launch_bounds__(NUREC_COLLECT_THREADS)
 NR(collect_backward_kernel)(nurec_collect_params p) {
@@ -109,15 +119,14 @@ NR(collect_backward_kernel)(nurec_collect_params p) {
             real_t l[3] = {c3[0], c3[1], c3[2]};
             real_t gmw[3] = {g1[0], g1[1], g1[2]}, gqw[4] = {g2[0], g2[1], g2[2], g2[3]};
             real_t gs[3] = {g3[0], g3[1], g3[2]};
-            real_t pose_r[7];
-            const real_t* pose = NULL;
-            if (kind == NUREC_ON_TRACK) {
+            real_t pose[7] = {0, 0, 0, 1, 0, 0, 0};
+            int on_track = kind == NUREC_ON_TRACK;
+            if (on_track) {
                 const real_t* tp = (const real_t*)p.track_poses + 7 * id;
-                for (int c = 0; c < 7; ++c) pose_r[c] = tp[c];
-                pose = pose_r;
+                for (int c = 0; c < 7; ++c) pose[c] = tp[c];
                 key = id;
             }
-            NR(collect_one_vjp)(pose, m, q, l, ((const real_t*)p.opacity_logits)[i], gmw, gqw,
+            NR(collect_one_vjp)(on_track, pose, m, q, l, ((const real_t*)p.opacity_logits)[i], gmw, gqw,
                                 gs, ((const real_t*)p.grad_opacities)[i], gm, gq, gls, &glogit,
                                 gpose);
         }

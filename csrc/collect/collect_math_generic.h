@@ -1,15 +1,17 @@
 /* Generic over real_t (see math/generic.h). */
 
-/* Forward of one Gaussian. `pose` is its track's (t, q) when the id is a
- * valid track (also when forced: the SPEC still moves it into the world),
- * NULL for static and invalid ids. */
-NUREC_HD void NR(collect_one)(int kind, const real_t* pose, const real_t m[3],
+/* Forward of one Gaussian. `pose` is its track's (t, q), used when
+ * has_pose: the id is a valid track (also when forced: the SPEC still moves
+ * it into the world); not read for static and invalid ids. (A flag, not a
+ * NULL pointer: a pointer that may point at a local array would push that
+ * array to local memory in the CUDA kernels.) */
+NUREC_HD void NR(collect_one)(int kind, int has_pose, const real_t pose[7], const real_t m[3],
                               const real_t q[4], const real_t ls[3],
                               real_t logit, real_t mw[3], real_t qw[4],
                               real_t s[3], real_t* o) {
     real_t qn[4], inv;
     NR(quat_normalize)(q, qn, &inv);
-    if (pose) {
+    if (has_pose) {
         real_t qk[4], ik, R[9], p[4];
         NR(quat_normalize)(pose + 3, qk, &ik);
         NR(quat_to_rotmat)(qk, R);
@@ -26,9 +28,9 @@ NUREC_HD void NR(collect_one)(int kind, const real_t* pose, const real_t m[3],
 }
 
 /* Backward of one Gaussian that is not forced (forced ones get exact zeros,
- * written by the caller). For a Gaussian on a track, also writes the
- * Gaussian's contribution to its track pose gradient to gpose[7]. */
-NUREC_HD void NR(collect_one_vjp)(const real_t* pose, const real_t m[3],
+ * written by the caller). For a Gaussian on a track (has_pose), also writes
+ * the Gaussian's contribution to its track pose gradient to gpose[7]. */
+NUREC_HD void NR(collect_one_vjp)(int has_pose, const real_t pose[7], const real_t m[3],
                                   const real_t q[4], const real_t ls[3],
                                   real_t logit, const real_t gmw[3],
                                   const real_t gqw[4], const real_t gs[3],
@@ -40,7 +42,7 @@ NUREC_HD void NR(collect_one_vjp)(const real_t* pose, const real_t m[3],
     for (int c = 0; c < 3; ++c) gls[c] = gs[c] * R_EXP(ls[c]);
     real_t sg = NR(sigmoid)(logit);
     *glogit = go * sg * (1 - sg);
-    if (!pose) {
+    if (!has_pose) {
         for (int c = 0; c < 3; ++c) gm[c] = gmw[c];
         NR(quat_normalize_vjp)(qn, inv, gqw, gq);
         return;
