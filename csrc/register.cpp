@@ -9,6 +9,7 @@
 extern "C" {
 #include "collect/collect.h"
 #include "track_poses/track_poses.h"
+#include "rasterize_camera/rasterize_camera.h"  // rasterize_camera (issue 3)
 }
 
 #ifdef NUREC_WITH_CUDA
@@ -316,6 +317,296 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> collect_backward(
     return {std::get<0>(g), std::get<1>(g), std::get<2>(g), std::get<3>(g), g_keys};
 }
 
+// ========================================================== rasterize_camera
+// (issue 3) Camera Gaussian rasterizer: validation, allocation of outputs and
+// intermediates (sizes from shapes and the host-chosen `capacity` only), and
+// the CPU / CUDA launchers of csrc/rasterize_camera and csrc/tiles.
+
+// A dense tensor of `shape` and dtype `dtype` (aoti dtype code) on like's device.
+Tensor rc_empty(const Tensor& like, std::initializer_list<int64_t> shape, int32_t dtype) {
+    int64_t sizes[8], strides[8];
+    int64_t ndim = (int64_t)shape.size(), d = 0;
+    for (int64_t v : shape) sizes[d++] = v;
+    int64_t st = 1;
+    for (d = ndim - 1; d >= 0; --d) {
+        strides[d] = st;
+        st *= sizes[d] > 1 ? sizes[d] : 1;
+    }
+    int32_t dev_type, dev_index;
+    AtenTensorHandle h = like.get();
+    NUREC_CHECK(aoti_torch_get_device_type(h, &dev_type) == AOTI_TORCH_SUCCESS &&
+                        aoti_torch_get_device_index(h, &dev_index) == AOTI_TORCH_SUCCESS,
+                    "nurec_ops: could not read a tensor's device");
+    AtenTensorHandle out = nullptr;
+    NUREC_CHECK(aoti_torch_empty_strided(ndim, sizes, strides, dtype, dev_type, dev_index,
+                                             &out) == AOTI_TORCH_SUCCESS,
+                    "nurec_ops: allocation of an intermediate failed");
+    return Tensor(out);
+}
+
+struct RcInputs {
+    nurec_rasterize_camera_params p;
+    Tensor means, quats, scales, opacities, features, viewmats, Ks;
+    std::optional<Tensor> backgrounds;
+};
+
+RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, const Tensor& scales,
+                   const Tensor& opacities, const Tensor& features, const Tensor& viewmats,
+                   const Tensor& Ks, const std::optional<Tensor>& backgrounds, int64_t width,
+                   int64_t height, double near_plane, double far_plane, int64_t sh_degree) {
+    check_shape(op, "means", means, {-1, 3}, "[N, 3]");
+    check_real(op, "means", means, means, "means");
+    const int64_t N = means.size(0);
+    check_shape(op, "quats", quats, {N, 4}, "[N, 4] (N = means.shape[0])");
+    check_shape(op, "scales", scales, {N, 3}, "[N, 3] (N = means.shape[0])");
+    check_shape(op, "opacities", opacities, {N}, "[N] (N = means.shape[0])");
+    NUREC_CHECK(sh_degree >= -1 && sh_degree <= 3, "nurec_ops.", op,
+                    ": `sh_degree` must be None or 0..3, got ", sh_degree);
+    int64_t D, K = 0;
+    if (sh_degree < 0) {
+        check_shape(op, "features", features, {N, -1}, "[N, D] (N = means.shape[0]; or pass sh_degree for SH [N, K, 3])");
+        D = features.size(1);
+        NUREC_CHECK(D >= 1, "nurec_ops.", op, ": `features` must have at least one channel, got ",
+                        shape_str(features));
+    } else {
+        check_shape(op, "features", features, {N, -1, 3}, "[N, K, 3] SH coefficients (N = means.shape[0])");
+        K = features.size(1);
+        int64_t need = (sh_degree + 1) * (sh_degree + 1);
+        NUREC_CHECK(K >= need, "nurec_ops.", op, ": `features` has K = ", K,
+                        " SH coefficients but sh_degree = ", sh_degree, " needs at least ", need);
+        D = 3;
+    }
+    check_shape(op, "viewmats", viewmats, {-1, 4, 4}, "[C, 4, 4]");
+    const int64_t C = viewmats.size(0);
+    check_shape(op, "Ks", Ks, {C, 3, 3}, "[C, 3, 3] (C = viewmats.shape[0])");
+    check_real(op, "quats", quats, means, "means");
+    check_real(op, "scales", scales, means, "means");
+    check_real(op, "opacities", opacities, means, "means");
+    check_real(op, "features", features, means, "means");
+    check_real(op, "viewmats", viewmats, means, "means");
+    check_real(op, "Ks", Ks, means, "means");
+    check_device(op, "quats", quats, means, "means");
+    check_device(op, "scales", scales, means, "means");
+    check_device(op, "opacities", opacities, means, "means");
+    check_device(op, "features", features, means, "means");
+    check_device(op, "viewmats", viewmats, means, "means");
+    check_device(op, "Ks", Ks, means, "means");
+    if (backgrounds.has_value()) {
+        check_shape(op, "backgrounds", *backgrounds, {C, D}, "[C, D] (C cameras, D feature channels)");
+        check_real(op, "backgrounds", *backgrounds, means, "means");
+        check_device(op, "backgrounds", *backgrounds, means, "means");
+    }
+    NUREC_CHECK(width >= 0 && width <= (1 << 24), "nurec_ops.", op,
+                    ": `width` must be in [0, 2^24], got ", width);
+    NUREC_CHECK(height >= 0 && height <= (1 << 24), "nurec_ops.", op,
+                    ": `height` must be in [0, 2^24], got ", height);
+    NUREC_CHECK(near_plane > 0, "nurec_ops.", op, ": `near` must be > 0, got ", near_plane);
+    NUREC_CHECK(far_plane > near_plane, "nurec_ops.", op, ": `far` must be > `near`, got near = ",
+                    near_plane, ", far = ", far_plane);
+    NUREC_CHECK(C * N < ((int64_t)1 << 31), "nurec_ops.", op,
+                    ": cameras x Gaussians must be < 2^31, got ", C, " x ", N);
+    NUREC_CHECK(C * ((width + NUREC_TILE - 1) / NUREC_TILE) *
+                            ((height + NUREC_TILE - 1) / NUREC_TILE) < ((int64_t)1 << 31),
+                    "nurec_ops.", op, ": cameras x tiles must be < 2^31 (`width`, `height` too large)");
+    RcInputs in;
+    in.means = dense(means);
+    in.quats = dense(quats);
+    in.scales = dense(scales);
+    in.opacities = dense(opacities);
+    in.features = dense(features);
+    in.viewmats = dense(viewmats);
+    in.Ks = dense(Ks);
+    if (backgrounds.has_value()) in.backgrounds = dense(*backgrounds);
+    nurec_rasterize_camera_params& p = in.p;
+    p = nurec_rasterize_camera_params{};
+    p.dtype = dtype_code(means);
+    p.num_cameras = C;
+    p.num_gaussians = N;
+    p.width = (int)width;
+    p.height = (int)height;
+    p.tiles_x = (int)((width + NUREC_TILE - 1) / NUREC_TILE);
+    p.tiles_y = (int)((height + NUREC_TILE - 1) / NUREC_TILE);
+    p.channels = D;
+    p.sh_degree = (int)sh_degree;
+    p.sh_coeffs = K;
+    p.near_plane = near_plane;
+    p.far_plane = far_plane;
+    p.means = in.means.data_ptr();
+    p.quats = in.quats.data_ptr();
+    p.scales = in.scales.data_ptr();
+    p.opacities = in.opacities.data_ptr();
+    p.features = in.features.data_ptr();
+    p.viewmats = in.viewmats.data_ptr();
+    p.Ks = in.Ks.data_ptr();
+    p.backgrounds = in.backgrounds.has_value() ? in.backgrounds->data_ptr() : nullptr;
+    return in;
+}
+
+void rc_check_status(const char* op, int status) {
+    NUREC_CHECK(status != NUREC_ERR_TILES_ALLOC, "nurec_ops.", op,
+                    ": out of host memory for the CPU tile binning");
+    check_status(op, status);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>
+rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
+                                         Tensor opacities, Tensor features, Tensor viewmats,
+                                         Tensor Ks, std::optional<Tensor> backgrounds,
+                                         int64_t width, int64_t height, double near_plane,
+                                         double far_plane, int64_t sh_degree, int64_t capacity) {
+    const char* op = "rasterize_camera";
+    RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
+                            backgrounds, width, height, near_plane, far_plane, sh_degree);
+    nurec_rasterize_camera_params& p = in.p;
+    const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
+    const int64_t P = C * N, ntile = C * p.tiles_x * (int64_t)p.tiles_y;
+    const int32_t i32 = aoti_torch_dtype_int32(), i64 = aoti_torch_dtype_int64();
+    const int32_t u8 = aoti_torch_dtype_uint8();
+    Tensor render = empty_like_shape(in.means, {C, H, W, D});
+    Tensor depth = empty_like_shape(in.means, {C, H, W, 1});
+    Tensor alpha = empty_like_shape(in.means, {C, H, W, 1});
+    Tensor records = empty_like_shape(in.means, {C, N, NUREC_TREC_SIZE});
+    Tensor counts = rc_empty(in.means, {C, N}, i64);
+    Tensor offsets = rc_empty(in.means, {C, N}, i64);
+    Tensor colors = empty_like_shape(in.means, {sh_degree >= 0 ? P * 3 : 0});
+    Tensor tile_ranges = rc_empty(in.means, {C, p.tiles_y, p.tiles_x, 2}, i64);
+    Tensor final_T = empty_like_shape(in.means, {C, H, W});
+    Tensor last = rc_empty(in.means, {C, H, W}, i32);
+    Tensor status = rc_empty(in.means, {2}, i64);
+    p.records = records.data_ptr();
+    p.counts = (int64_t*)counts.data_ptr();
+    p.offsets = (int64_t*)offsets.data_ptr();
+    p.colors = colors.data_ptr();
+    p.tile_ranges = (int64_t*)tile_ranges.data_ptr();
+    p.status = (int64_t*)status.data_ptr();
+    p.final_T = final_T.data_ptr();
+    p.last = (int32_t*)last.data_ptr();
+    p.render = render.data_ptr();
+    p.depth = depth.data_ptr();
+    p.alpha = alpha.data_ptr();
+    (void)ntile;
+    Tensor isect;
+    if (in.means.is_cpu()) {
+        int64_t total = 0;
+        rc_check_status(op, nurec_rasterize_camera_project_cpu(&p, &total));
+        isect = rc_empty(in.means, {total}, i32);
+        p.capacity = total;
+        p.isect_items = (int32_t*)isect.data_ptr();
+        rc_check_status(op, nurec_rasterize_camera_forward_cpu(&p));
+        return {render, depth, alpha, records, counts, colors, isect, tile_ranges, final_T, last,
+                status};
+    }
+#ifdef NUREC_WITH_CUDA
+    NUREC_CHECK(capacity >= 0, "nurec_ops.", op, ": `capacity` must be >= 0, got ", capacity);
+    isect = rc_empty(in.means, {capacity}, i32);
+    p.capacity = capacity;
+    p.isect_items = (int32_t*)isect.data_ptr();
+    size_t ws = nurec_rasterize_camera_workspace_bytes(&p);
+    NUREC_CHECK(ws > 0, "nurec_ops.", op, ": could not size the binning workspace");
+    Tensor workspace = rc_empty(in.means, {(int64_t)ws}, u8);
+    p.workspace = workspace.data_ptr();
+    p.workspace_bytes = ws;
+    auto cuda = [](const nurec_rasterize_camera_params* q, void* s) {
+        return nurec_rasterize_camera_forward_cuda(q, s);
+    };
+    auto cpu = [](const nurec_rasterize_camera_params*) { return (int)NUREC_ERR_CUDA; };
+    rc_check_status(op, launch(op, in.means, p, +cpu, +cuda));
+#else
+    (void)capacity;
+    (void)u8;
+    NUREC_CHECK(false, "nurec_ops.", op, ": this build of nurec_ops has no CUDA kernels");
+#endif
+    return {render, depth, alpha, records, counts, colors, isect, tile_ranges, final_T, last, status};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
+    Tensor grad_render, Tensor grad_depth, Tensor grad_alpha, Tensor means, Tensor quats,
+    Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor Ks,
+    std::optional<Tensor> backgrounds, Tensor records, Tensor counts, Tensor colors,
+    Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
+    int64_t width, int64_t height, double near_plane, double far_plane, int64_t sh_degree) {
+    const char* op = "rasterize_camera_backward";
+    RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
+                            backgrounds, width, height, near_plane, far_plane, sh_degree);
+    nurec_rasterize_camera_params& p = in.p;
+    const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
+    const int64_t P = C * N;
+    check_shape(op, "grad_render", grad_render, {C, H, W, D}, "[C, H, W, D]");
+    check_shape(op, "grad_depth", grad_depth, {C, H, W, 1}, "[C, H, W, 1]");
+    check_shape(op, "grad_alpha", grad_alpha, {C, H, W, 1}, "[C, H, W, 1]");
+    check_real(op, "grad_render", grad_render, means, "means");
+    check_real(op, "grad_depth", grad_depth, means, "means");
+    check_real(op, "grad_alpha", grad_alpha, means, "means");
+    check_shape(op, "records", records, {C, N, NUREC_TREC_SIZE}, "[C, N, 8]");
+    check_shape(op, "counts", counts, {C, N}, "[C, N]");
+    check_dtype(op, "counts", counts, ScalarType::Long);
+    check_shape(op, "colors", colors, {sh_degree >= 0 ? P * 3 : 0}, "[C * N * 3] (SH) or [0]");
+    check_shape(op, "isect_items", isect_items, {-1}, "[M]");
+    check_dtype(op, "isect_items", isect_items, ScalarType::Int);
+    check_shape(op, "tile_ranges", tile_ranges, {C, p.tiles_y, p.tiles_x, 2}, "[C, tiles_y, tiles_x, 2]");
+    check_dtype(op, "tile_ranges", tile_ranges, ScalarType::Long);
+    check_shape(op, "final_T", final_T, {C, H, W}, "[C, H, W]");
+    check_shape(op, "last", last, {C, H, W}, "[C, H, W]");
+    check_dtype(op, "last", last, ScalarType::Int);
+    check_shape(op, "status", status, {2}, "[2]");
+    check_dtype(op, "status", status, ScalarType::Long);
+    for (const Tensor* t : {&grad_render, &grad_depth, &grad_alpha, &records, &counts, &colors,
+                            &isect_items, &tile_ranges, &final_T, &last, &status})
+        check_device(op, "saved tensors and gradients", *t, means, "means");
+    grad_render = dense(grad_render);
+    grad_depth = dense(grad_depth);
+    grad_alpha = dense(grad_alpha);
+    records = dense(records);
+    counts = dense(counts);
+    colors = dense(colors);
+    isect_items = dense(isect_items);
+    tile_ranges = dense(tile_ranges);
+    final_T = dense(final_T);
+    last = dense(last);
+    status = dense(status);
+    p.records = records.data_ptr();
+    p.counts = (int64_t*)counts.data_ptr();
+    p.colors = colors.data_ptr();
+    p.isect_items = (int32_t*)isect_items.data_ptr();
+    p.capacity = isect_items.size(0);
+    p.tile_ranges = (int64_t*)tile_ranges.data_ptr();
+    p.final_T = final_T.data_ptr();
+    p.last = (int32_t*)last.data_ptr();
+    p.status = (int64_t*)status.data_ptr();
+    p.grad_render = grad_render.data_ptr();
+    p.grad_depth = grad_depth.data_ptr();
+    p.grad_alpha = grad_alpha.data_ptr();
+    Tensor grad_records = empty_like_shape(in.means, {P, NUREC_RC_GREC_SIZE});
+    Tensor grad_colors = empty_like_shape(in.means, {sh_degree >= 0 ? P * 3 : 0});
+    Tensor g_means = empty_like_shape(in.means, {N, 3});
+    Tensor g_quats = empty_like_shape(in.means, {N, 4});
+    Tensor g_scales = empty_like_shape(in.means, {N, 3});
+    Tensor g_opac = empty_like_shape(in.means, {N});
+    Tensor g_feat = sh_degree >= 0 ? empty_like_shape(in.means, {N, p.sh_coeffs, 3})
+                                   : empty_like_shape(in.means, {N, D});
+    p.grad_records = grad_records.data_ptr();
+    p.grad_colors = grad_colors.data_ptr();
+    p.grad_means = g_means.data_ptr();
+    p.grad_quats = g_quats.data_ptr();
+    p.grad_scales = g_scales.data_ptr();
+    p.grad_opacities = g_opac.data_ptr();
+    p.grad_features = g_feat.data_ptr();
+    if (in.means.is_cpu()) {
+        rc_check_status(op, nurec_rasterize_camera_backward_cpu(&p));
+        return {g_means, g_quats, g_scales, g_opac, g_feat};
+    }
+#ifdef NUREC_WITH_CUDA
+    auto cuda = [](const nurec_rasterize_camera_params* q, void* s) {
+        return nurec_rasterize_camera_backward_cuda(q, s);
+    };
+    auto cpu = [](const nurec_rasterize_camera_params*) { return (int)NUREC_ERR_CUDA; };
+    rc_check_status(op, launch(op, in.means, p, +cpu, +cuda));
+#else
+    NUREC_CHECK(false, "nurec_ops.", op, ": this build of nurec_ops has no CUDA kernels");
+#endif
+    return {g_means, g_quats, g_scales, g_opac, g_feat};
+}
+// ====================================================== end rasterize_camera
 
 }  // namespace
 
@@ -340,6 +631,19 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
           "Tensor opacity_logits, Tensor track_ids, Tensor key_poses, Tensor key_times, "
           "Tensor track_ranges, Tensor query_times, str mode) "
           "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+    // ---- rasterize_camera (issue 3)
+    m.def("rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, "
+          "Tensor features, Tensor viewmats, Tensor Ks, Tensor? backgrounds, int width, "
+          "int height, float near, float far, int sh_degree, int capacity) -> (Tensor render, "
+          "Tensor depth, Tensor alpha, Tensor records, Tensor counts, Tensor colors, "
+          "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status)");
+    m.def("rasterize_camera_bwd(Tensor grad_render, Tensor grad_depth, Tensor grad_alpha, "
+          "Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features, "
+          "Tensor viewmats, Tensor Ks, Tensor? backgrounds, Tensor records, Tensor counts, "
+          "Tensor colors, Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, "
+          "Tensor status, int width, int height, float near, float far, int sh_degree) "
+          "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+    // ---- end rasterize_camera
 }
 
 // One function serves both dispatch keys: it branches on the device itself.
@@ -350,7 +654,9 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
     m.impl("collect_gaussian_parameters_backward",                                       \
            TORCH_BOX(&collect_gaussian_parameters_backward));                             \
     m.impl("collect", TORCH_BOX(&collect));                                              \
-    m.impl("collect_backward", TORCH_BOX(&collect_backward));
+    m.impl("collect_backward", TORCH_BOX(&collect_backward));                            \
+    m.impl("rasterize_camera_fwd", TORCH_BOX(&rasterize_camera_fwd)); /* issue 3 */      \
+    m.impl("rasterize_camera_bwd", TORCH_BOX(&rasterize_camera_bwd));
 
 STABLE_TORCH_LIBRARY_IMPL(nurec_ops, CPU, m) { NUREC_REGISTER_IMPLS(m) }
 #ifdef NUREC_WITH_CUDA

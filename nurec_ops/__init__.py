@@ -7,6 +7,7 @@ from . import _library
 from ._library import has_cuda_kernels
 from .collect import collect, collect_gaussian_parameters
 from .track_poses import interpolate_track_poses
+from .rasterize_camera import rasterize_camera
 from . import reference
 from . import diagnose
 from .nvtx import set_nvtx

@@ -3,5 +3,6 @@ the parity oracle of the tests, the baseline of the benchmarks, and what a
 training loop uses before it swaps the fused ops in."""
 from .collect import collect, collect_gaussian_parameters
 from .track_poses import interpolate_track_poses
+from .rasterize_camera import rasterize_camera
 
 __all__ = ["interpolate_track_poses", "collect_gaussian_parameters", "collect"]

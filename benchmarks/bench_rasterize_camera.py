@@ -1,0 +1,196 @@
+"""Benchmark of the camera rasterizer (issue 3) on one CUDA device.
+
+Scenes: (a) gsplat's garden fixture (data/test_garden.npz): points cropped
+to [-2, 2]^3, scales uniform in [1e-4, 0.02], random unit quaternions,
+uniform opacities, its colours, its 3 cameras at 648x420 and with the
+intrinsics scaled x3 (1944x1260); (b) the street scene (benchmarks/scenes.py,
+464,000 Gaussians collected at the query time) at 1920x1080 from a camera
+1.5 m above the road, with expected depth.
+
+For each: median time (CUDA events, after warm-up) of forward and of
+forward+backward, the same replayed as one CUDA graph, the device time split
+by stage from torch.profiler (projection, binning, forward, backward), kernel
+launches and memsets per call, the intersections binned, host syncs per call
+(counted by running under torch.cuda.set_sync_debug_mode("error")), and a
+device-to-device copy measured in the same run as a bandwidth reference.
+
+    python benchmarks/bench_rasterize_camera.py [--dtype float32] [--iters 30]
+"""
+import argparse
+import os
+import statistics
+import sys
+
+import numpy as np
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import nurec_ops  # noqa: E402
+from nurec_ops.rasterize_camera import _POLICY  # noqa: E402
+from timing import _is_device_activity, copy_bandwidth_gbs, event_median_ms, table  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GSPLAT_FWD_BWD_MS = {"garden 648x420 x3": (1.23, 3.08), "garden 1944x1260 x3": (2.32, 7.52),
+                     "street 1920x1080 +depth": (2.24, 5.38)}
+
+STAGES = [
+    ("projection", ("rc_project_kernel",)),
+    ("binning", ("emit_kernel", "ranges_kernel", "depth_bits", "rank_scatter", "cub", "Radix", "Scan",
+                 "Onesweep", "onesweep", "radix", "scan")),
+    ("forward", ("rc_forward_kernel",)),
+    ("backward", ("rc_backward_kernel", "rc_project_backward_kernel")),
+]
+
+
+def garden(device, dtype, scale=1, seed=0):
+    d = np.load(os.path.join(ROOT, "data", "test_garden.npz"))
+    g = torch.Generator().manual_seed(seed)
+    means = torch.from_numpy(d["means3d"]).double()
+    colors = torch.from_numpy(d["colors"]).double() / 255.0
+    keep = (means.abs() <= 2).all(-1)
+    means, colors = means[keep], colors[keep]
+    N = means.shape[0]
+    quats = torch.randn(N, 4, generator=g, dtype=torch.float64)
+    quats = quats / quats.norm(dim=-1, keepdim=True)
+    scales = 1e-4 + torch.rand(N, 3, generator=g, dtype=torch.float64) * (0.02 - 1e-4)
+    opac = torch.rand(N, generator=g, dtype=torch.float64)
+    V = torch.from_numpy(d["viewmats"]).double()
+    K = torch.from_numpy(d["Ks"]).double().clone()
+    K[:, :2, :] *= scale
+    W, H = int(d["width"]) * scale, int(d["height"]) * scale
+    f = lambda x: x.to(device=device, dtype=dtype)  # noqa: E731
+    return dict(means=f(means), quats=f(quats), scales=f(scales), opacities=f(opac), features=f(colors),
+                viewmats=f(V), Ks=f(K), width=W, height=H)
+
+
+def street(device, dtype):
+    from scenes import make_street_scene, street_camera
+    s = make_street_scene(device, dtype, seed=0)
+    with torch.no_grad():
+        m, q, sc, o = nurec_ops.collect(s["means"], s["quats"], s["log_scales"], s["opacity_logits"],
+                                        s["track_ids"], s["key_poses"], s["key_times"], s["track_ranges"],
+                                        s["query_times"])
+    V, K = street_camera(1920, 1080, device, dtype)
+    return dict(means=m, quats=q, scales=sc, opacities=o, features=s["colors"].to(dtype), viewmats=V, Ks=K,
+                width=1920, height=1080)
+
+
+def make_step(sc, backward, capacity=None):
+    leaves = {k: sc[k].detach().clone().requires_grad_(True) for k in ("means", "quats", "scales", "opacities", "features")}
+    C, H, W = sc["viewmats"].shape[0], sc["height"], sc["width"]
+    D = sc["features"].shape[1]
+    cot = [torch.randn(C, H, W, D, device="cuda", dtype=sc["means"].dtype),
+           torch.randn(C, H, W, 1, device="cuda", dtype=sc["means"].dtype) * 0.01,
+           torch.randn(C, H, W, 1, device="cuda", dtype=sc["means"].dtype)]
+    kw = {} if capacity is None else dict(capacity=capacity)
+
+    def step():
+        out = nurec_ops.rasterize_camera(leaves["means"], leaves["quats"], leaves["scales"], leaves["opacities"],
+                                         leaves["features"], sc["viewmats"], sc["Ks"], W, H, **kw)
+        if backward:
+            torch.autograd.backward(out, cot)
+            for v in leaves.values():
+                v.grad = None
+        return out
+    return step
+
+
+def stage_split(fn, calls=10):
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+            torch.cuda.synchronize()
+    ev = sorted(((e.time_range.start, e.time_range.end, e.name) for e in prof.events() if _is_device_activity(e)))
+    per = len(ev) // calls
+    split = {name: [] for name, _ in STAGES}
+    split["other"] = []
+    memsets = sum(1 for e in ev if "memset" in e[2].lower()) // calls
+    for c in range(calls):
+        acc = {k: 0.0 for k in split}
+        for s, e, name in ev[c * per:(c + 1) * per]:
+            for stage, keys in STAGES:
+                if any(k in name for k in keys):
+                    acc[stage] += e - s
+                    break
+            else:
+                acc["other"] += e - s
+        for k in acc:
+            split[k].append(acc[k])
+    return {k: statistics.median(v) / 1e3 for k, v in split.items()}, per - memsets, memsets
+
+
+def graph_ms(step, iters):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()
+    return event_median_ms(g.replay, warmup=3, iters=iters)
+
+
+def syncs(step):
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+        n = 0
+    except RuntimeError:
+        n = ">=1"
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    return n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="float32")
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--scenes", default="garden,garden3,street")
+    a = ap.parse_args()
+    dtype = getattr(torch, a.dtype)
+    bw, _ = copy_bandwidth_gbs(1 << 30)
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  dtype {a.dtype}")
+    print(f"copy reference: {bw:.0f} GB/s device-to-device (1 GiB, read + write)")
+    makers = {"garden": ("garden 648x420 x3", lambda: garden("cuda", dtype, 1)),
+              "garden3": ("garden 1944x1260 x3", lambda: garden("cuda", dtype, 3)),
+              "street": ("street 1920x1080 +depth", lambda: street("cuda", dtype))}
+    rows = []
+    for key in a.scenes.split(","):
+        name, make = makers[key]
+        sc = make()
+        fwd, fb = make_step(sc, False), make_step(sc, True)
+        for _ in range(3):  # capacity reports arrive
+            fb()
+            torch.cuda.synchronize()
+        t_fwd = event_median_ms(fwd, warmup=5, iters=a.iters)
+        t_fb = event_median_ms(fb, warmup=5, iters=a.iters)
+        cap = max(_POLICY.capacity.values())
+        g_fb = graph_ms(make_step(sc, True, capacity=cap), a.iters)
+        split, launches, memsets = stage_split(fb)
+        st = torch.ops.nurec_ops.rasterize_camera_fwd(
+            sc["means"], sc["quats"], sc["scales"], sc["opacities"], sc["features"], sc["viewmats"], sc["Ks"],
+            None, sc["width"], sc["height"], 0.01, 1e10, -1, cap)[10].tolist()
+        ref_f, ref_fb = GSPLAT_FWD_BWD_MS[name]
+        rows.append([name, sc["means"].shape[0], f"{t_fwd:.3f}", f"{t_fb:.3f}", f"{g_fb:.3f}",
+                     f"{ref_fb / t_fb:.2f}x", f"{split['projection']:.3f}", f"{split['binning']:.3f}",
+                     f"{split['forward']:.3f}", f"{split['backward']:.3f}", f"{split['other']:.3f}",
+                     f"{launches}+{memsets}", syncs(fb), st[0], f"{ref_f:.2f}/{ref_fb:.2f}"])
+        print(name, "done", flush=True)
+    print()
+    print(table(rows, ["scene", "N", "fwd ms", "fwd+bwd ms", "graph fwd+bwd ms", "vs gsplat fwd+bwd",
+                       "proj ms", "binning ms", "raster fwd ms", "bwd ms", "other ms", "kernels+memsets",
+                       "host syncs", "intersections", "gsplat fwd/fwd+bwd ms"]))
+    print("\nstage split: device time per forward+backward call (torch.profiler); "
+          "'other' = autograd's elementwise kernels outside the op.")
+
+
+if __name__ == "__main__":
+    main()

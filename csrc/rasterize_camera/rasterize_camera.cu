@@ -1,0 +1,118 @@
+/* CUDA kernels of rasterize_camera. Forward: projection (1 launch) ->
+ * tile binning (tiles.cu: scan, emit, radix sort, ranges) -> per-tile
+ * compositing (1 launch). Backward: two memsets, the per-tile sweep (its own
+ * kernel: register budget, batch size and shared-memory carveout of its own)
+ * and the per-Gaussian projection VJP. All on the caller's stream, no host
+ * synchronization; an overflowed binning (status[1]) turns the outputs and
+ * gradients into NaN instead of silently wrong values. */
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "rasterize_camera/rasterize_camera_math.h"
+}
+
+#define NUREC_HD_DEV static __device__ __forceinline__
+#define RC_PROJ_THREADS 256
+#define RC_BLOCK (NUREC_TILE * NUREC_TILE) /* one thread per pixel of a tile */
+#define RC_CH 4                            /* channels per pass (D = 3, 4: one pass) */
+#ifndef RC_BWD_BATCH
+#define RC_BWD_BATCH 64                    /* Gaussians staged per batch in the backward */
+#endif
+#ifndef RC_BWD_MIN_BLOCKS_F32
+#define RC_BWD_MIN_BLOCKS_F32 5            /* 256 x 5 blocks: 48 registers, no spills, 62.5% occupancy (4: 56 regs, 50%; 6: spills) */
+#endif
+#define RC_BWD_MIN_BLOCKS_F64 2
+#ifndef RC_BWD_DIRECT_LANES
+#define RC_BWD_DIRECT_LANES 4             /* up to this many contributing lanes: direct atomics */
+#endif
+#ifndef RC_BWD_CARVEOUT
+#define RC_BWD_CARVEOUT 25                 /* percent of L1 as shared memory */
+#endif
+#ifndef RC_FWD_CARVEOUT
+#define RC_FWD_CARVEOUT 50
+#endif
+
+#define NUREC_GENERIC_FILE "rasterize_camera/rasterize_camera_cuda_generic.cuh"
+#include "math/generic.h"
+
+namespace {
+
+int ok(void) { return cudaGetLastError() == cudaSuccess ? NUREC_OK : NUREC_ERR_CUDA; }
+
+unsigned blocks_for(int64_t n, int t) { return (unsigned)((n + t - 1) / t); }
+
+int num_passes(const nurec_rasterize_camera_params* p) {
+    return (int)((p->channels + RC_CH - 1) / RC_CH);
+}
+
+// Carveout preferences, set once per process (not stream operations).
+void set_carveouts(void) {
+    static bool done = false;
+    if (done) return;
+    done = true;
+    cudaFuncSetAttribute(rc_forward_kernel_f32, cudaFuncAttributePreferredSharedMemoryCarveout, RC_FWD_CARVEOUT);
+    cudaFuncSetAttribute(rc_forward_kernel_f64, cudaFuncAttributePreferredSharedMemoryCarveout, RC_FWD_CARVEOUT);
+    cudaFuncSetAttribute(rc_backward_kernel_f32, cudaFuncAttributePreferredSharedMemoryCarveout, RC_BWD_CARVEOUT);
+    cudaFuncSetAttribute(rc_backward_kernel_f64, cudaFuncAttributePreferredSharedMemoryCarveout, RC_BWD_CARVEOUT);
+    cudaGetLastError();
+}
+
+}  // namespace
+
+extern "C" size_t nurec_rasterize_camera_workspace_bytes(const nurec_rasterize_camera_params* p) {
+    nurec_tiles_params t;
+    nurec_rasterize_camera_tiles(p, &t);
+    return nurec_tiles_workspace_bytes(&t);
+}
+
+extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_params* p, void* stream) {
+    if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+    cudaStream_t s = (cudaStream_t)stream;
+    const bool f64 = p->dtype == NUREC_F64;
+    const int64_t P = p->num_cameras * p->num_gaussians;
+    set_carveouts();
+    if (P > 0) {
+        unsigned b = blocks_for(P, RC_PROJ_THREADS);
+        if (f64) rc_project_kernel_f64<<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+        else rc_project_kernel_f32<<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+        if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
+    }
+    nurec_tiles_params t;
+    nurec_rasterize_camera_tiles(p, &t);
+    int st = nurec_tiles_bin_cuda(&t, stream);
+    if (st != NUREC_OK) return st;
+    if (p->num_cameras == 0 || p->width == 0 || p->height == 0 || p->channels == 0) return NUREC_OK;
+    int passes = num_passes(p);
+    dim3 grid((unsigned)p->tiles_x, (unsigned)p->tiles_y, (unsigned)(p->num_cameras * passes));
+    if (f64) rc_forward_kernel_f64<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+    else rc_forward_kernel_f32<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+    return ok();
+}
+
+extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera_params* p, void* stream) {
+    if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+    cudaStream_t s = (cudaStream_t)stream;
+    const bool f64 = p->dtype == NUREC_F64;
+    const size_t el = f64 ? sizeof(double) : sizeof(float);
+    const int64_t C = p->num_cameras, N = p->num_gaussians, P = C * N;
+    const bool sh = p->sh_degree >= 0;
+    set_carveouts();
+    if (P > 0 && cudaMemsetAsync(p->grad_records, 0, el * NUREC_RC_GREC_SIZE * (size_t)P, s) != cudaSuccess)
+        return NUREC_ERR_CUDA;
+    size_t gcol = sh ? el * 3 * (size_t)P : el * (size_t)(p->channels * N);
+    void* gcol_ptr = sh ? p->grad_colors : p->grad_features;
+    if (gcol > 0 && cudaMemsetAsync(gcol_ptr, 0, gcol, s) != cudaSuccess) return NUREC_ERR_CUDA;
+    if (C > 0 && p->width > 0 && p->height > 0 && p->channels > 0) {
+        int passes = num_passes(p);
+        dim3 grid((unsigned)p->tiles_x, (unsigned)p->tiles_y, (unsigned)(C * passes));
+        if (f64) rc_backward_kernel_f64<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+        else rc_backward_kernel_f32<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+        if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
+    }
+    if (N > 0) {
+        unsigned b = blocks_for(N, RC_PROJ_THREADS);
+        if (f64) rc_project_backward_kernel_f64<<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+        else rc_project_backward_kernel_f32<<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+    }
+    return ok();
+}

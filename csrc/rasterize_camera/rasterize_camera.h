@@ -1,0 +1,99 @@
+/* rasterize_camera (SPEC section 3): 3D Gaussian splatting through pinhole
+ * cameras. Plain C params struct and launchers; the per-element math
+ * (projection, EWA covariance, SH, alpha compositing and their VJPs) is in
+ * rasterize_camera_math.h, the binning in tiles/.
+ *
+ * Pipeline, CPU and CUDA alike: projection of every (camera, Gaussian) item
+ * into a tile record (tiles.h layout) and its tile count -> tile binning ->
+ * per-tile front-to-back compositing -> (backward) per-tile back-to-front
+ * sweep accumulating per-item 2D gradients -> per-Gaussian projection VJP
+ * summed over cameras. */
+#ifndef NUREC_RASTERIZE_CAMERA_H
+#define NUREC_RASTERIZE_CAMERA_H
+
+#include <stdint.h>
+
+#include "tiles/tiles.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NUREC_RC_EPS2D 0.3        /* px^2 added to the 2D covariance diagonal */
+#define NUREC_RC_ALPHA_MIN (1.0 / 255.0)
+#define NUREC_RC_ALPHA_MAX 0.99
+#define NUREC_RC_T_MIN 1e-4       /* stop before T would fall below this */
+/* Margin on the footprint threshold 2 ln(255 o) (in units of d^T Q d), so
+ * that rounding in the per-pixel alpha can never reach outside the tiles. */
+#define NUREC_RC_THR_MARGIN 0.01
+/* Per-item gradient record written by the rasterization backward. */
+#define NUREC_RC_GREC_SIZE 8      /* gu, gv, gA, gB, gC, go, gz, unused */
+
+typedef struct nurec_rasterize_camera_params {
+    int dtype;
+    int64_t num_cameras;     /* C */
+    int64_t num_gaussians;   /* N */
+    int width, height;
+    int tiles_x, tiles_y;
+    int64_t channels;        /* D (3 with SH) */
+    int sh_degree;           /* -1: features [N, D]; 0..3: SH [N, K, 3] */
+    int64_t sh_coeffs;       /* K */
+    double near_plane, far_plane;
+    /* inputs, dense */
+    const void* means;       /* [N, 3] */
+    const void* quats;       /* [N, 4] */
+    const void* scales;      /* [N, 3] */
+    const void* opacities;   /* [N] */
+    const void* features;    /* [N, D] or [N, K, 3] */
+    const void* viewmats;    /* [C, 4, 4] */
+    const void* Ks;          /* [C, 3, 3] */
+    const void* backgrounds; /* [C, D] or NULL */
+    /* intermediates (forward writes, backward reads) */
+    void* records;           /* [C, N, NUREC_TREC_SIZE] */
+    int64_t* counts;         /* [C * N] */
+    int64_t* offsets;        /* [C * N] */
+    void* colors;            /* SH: [C, N, 3] evaluated colours; else unused */
+    int32_t* isect_items;    /* [capacity] */
+    int64_t capacity;
+    int64_t* tile_ranges;    /* [C, tiles_y, tiles_x, 2] */
+    int64_t* status;         /* [2] needed intersections, overflowed */
+    void* final_T;           /* [C, H, W] */
+    int32_t* last;           /* [C, H, W] entries consumed per pixel (from the tile start) */
+    void* workspace;         /* CUDA binning scratch */
+    size_t workspace_bytes;
+    /* forward outputs */
+    void* render;            /* [C, H, W, D] */
+    void* depth;             /* [C, H, W] */
+    void* alpha;             /* [C, H, W] */
+    /* backward */
+    const void* grad_render; /* [C, H, W, D] */
+    const void* grad_depth;  /* [C, H, W] */
+    const void* grad_alpha;  /* [C, H, W] */
+    void* grad_records;      /* [C, N, NUREC_RC_GREC_SIZE] scratch, zeroed by the launcher */
+    void* grad_colors;       /* SH: [C, N, 3] scratch (zeroed); features: unused */
+    void* grad_means;        /* [N, 3] */
+    void* grad_quats;        /* [N, 4] */
+    void* grad_scales;       /* [N, 3] */
+    void* grad_opacities;    /* [N] */
+    void* grad_features;     /* [N, D] or [N, K, 3] */
+} nurec_rasterize_camera_params;
+
+/* Fills the binning params of this call (shared by both devices). */
+void nurec_rasterize_camera_tiles(const nurec_rasterize_camera_params* p, nurec_tiles_params* t);
+
+/* CPU: projection + counts, then the caller allocates isect_items with the
+ * exact total (returned through *total), then the rest. */
+int nurec_rasterize_camera_project_cpu(const nurec_rasterize_camera_params* p, int64_t* total);
+int nurec_rasterize_camera_forward_cpu(const nurec_rasterize_camera_params* p);
+int nurec_rasterize_camera_backward_cpu(const nurec_rasterize_camera_params* p);
+
+/* CUDA: everything on `stream`, no host synchronization. */
+size_t nurec_rasterize_camera_workspace_bytes(const nurec_rasterize_camera_params* p);
+int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_params* p, void* stream);
+int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera_params* p, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NUREC_RASTERIZE_CAMERA_H */

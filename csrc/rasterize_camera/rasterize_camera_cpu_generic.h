@@ -1,0 +1,171 @@
+/* Generic over real_t (see math/generic.h). */
+
+/* Projection of every (camera, Gaussian) item: tile record, tile count and,
+ * with SH, the colour seen from that camera. */
+static void NR(rc_project_cpu)(const nurec_rasterize_camera_params* p) {
+    const int64_t C = p->num_cameras, N = p->num_gaussians;
+    const real_t* means = (const real_t*)p->means;
+    const real_t* quats = (const real_t*)p->quats;
+    const real_t* scales = (const real_t*)p->scales;
+    const real_t* opac = (const real_t*)p->opacities;
+    real_t* records = (real_t*)p->records;
+    for (int64_t c = 0; c < C; ++c) {
+        NR(rc_camera) cam;
+        NR(rc_camera_load)((const real_t*)p->viewmats + 16 * c, (const real_t*)p->Ks + 9 * c, &cam);
+        for (int64_t g = 0; g < N; ++g) {
+            int64_t it = c * N + g;
+            real_t* rec = records + NUREC_TREC_SIZE * it;
+            NR(rc_proj) P;
+            int vis = NR(rc_project)(&cam, means + 3 * g, quats + 4 * g, scales + 3 * g, opac[g],
+                                     (real_t)p->near_plane, (real_t)p->far_plane, &P, rec);
+            int64_t cnt = 0;
+            nurec_footprint f;
+            if (vis && NR(nurec_footprint_of)(&f, rec, p->width, p->height))
+                cnt = nurec_footprint_count(&f, p->width);
+            p->counts[it] = cnt;
+            if (p->sh_degree >= 0) {
+                real_t* col = (real_t*)p->colors + 3 * it;
+                if (cnt > 0)
+                    NR(rc_sh_color)(p->sh_degree, (const real_t*)p->features + 3 * p->sh_coeffs * g,
+                                    means + 3 * g, cam.campos, col);
+                else
+                    col[0] = col[1] = col[2] = 0;
+            }
+        }
+    }
+}
+
+/* Features of item it: SH colours per camera, or the Gaussian's features. */
+static const real_t* NR(rc_item_features)(const nurec_rasterize_camera_params* p, int64_t it) {
+    if (p->sh_degree >= 0) return (const real_t*)p->colors + 3 * it;
+    return (const real_t*)p->features + p->channels * (it % p->num_gaussians);
+}
+
+static int NR(rc_forward_cpu)(const nurec_rasterize_camera_params* p) {
+    const int64_t D = p->channels, W = p->width, H = p->height;
+    const real_t* records = (const real_t*)p->records;
+    const real_t* bgs = (const real_t*)p->backgrounds;
+    real_t* acc = (real_t*)malloc(sizeof(real_t) * (size_t)(D > 0 ? D : 1));
+    if (!acc) return NUREC_ERR_TILES_ALLOC;
+    for (int64_t c = 0; c < p->num_cameras; ++c)
+        for (int ty = 0; ty < p->tiles_y; ++ty)
+            for (int tx = 0; tx < p->tiles_x; ++tx) {
+                const int64_t* range = p->tile_ranges + 2 * ((c * p->tiles_y + ty) * p->tiles_x + tx);
+                int64_t start = range[0], end = range[1];
+                for (int y = ty * NUREC_TILE; y < (ty + 1) * NUREC_TILE && y < H; ++y)
+                    for (int x = tx * NUREC_TILE; x < (tx + 1) * NUREC_TILE && x < W; ++x) {
+                        real_t px = (real_t)x + (real_t)0.5, py = (real_t)y + (real_t)0.5;
+                        real_t T = 1, dep = 0;
+                        int32_t last = 0;
+                        for (int64_t k = 0; k < D; ++k) acc[k] = 0;
+                        for (int64_t j = start; j < end; ++j) {
+                            int64_t it = p->isect_items[j];
+                            const real_t* rec = records + NUREC_TREC_SIZE * it;
+                            real_t vis, dx, dy;
+                            real_t a = NR(rc_alpha)(rec, px, py, &vis, &dx, &dy);
+                            if (a == 0) continue;
+                            real_t Tn = T * (1 - a);
+                            if (Tn < (real_t)NUREC_RC_T_MIN) break;
+                            real_t w = a * T;
+                            const real_t* f = NR(rc_item_features)(p, it);
+                            for (int64_t k = 0; k < D; ++k) acc[k] += w * f[k];
+                            dep += w * rec[NUREC_TREC_DEPTH];
+                            last = (int32_t)(j - start + 1);
+                            T = Tn;
+                        }
+                        int64_t pix = (c * H + y) * W + x;
+                        real_t* out = (real_t*)p->render + D * pix;
+                        for (int64_t k = 0; k < D; ++k) out[k] = acc[k] + (bgs ? T * bgs[c * D + k] : 0);
+                        ((real_t*)p->depth)[pix] = dep;
+                        ((real_t*)p->alpha)[pix] = 1 - T;
+                        ((real_t*)p->final_T)[pix] = T;
+                        p->last[pix] = last;
+                    }
+            }
+    free(acc);
+    return NUREC_OK;
+}
+
+static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
+    const int64_t C = p->num_cameras, N = p->num_gaussians, D = p->channels;
+    const int64_t W = p->width, H = p->height;
+    const real_t* records = (const real_t*)p->records;
+    const real_t* bgs = (const real_t*)p->backgrounds;
+    const real_t* gR = (const real_t*)p->grad_render;
+    const real_t* gD = (const real_t*)p->grad_depth;
+    const real_t* gA = (const real_t*)p->grad_alpha;
+    real_t* grec = (real_t*)p->grad_records;
+    const int sh = p->sh_degree >= 0;
+    real_t* gcolor_base = sh ? (real_t*)p->grad_colors : (real_t*)p->grad_features;
+    memset(grec, 0, sizeof(real_t) * NUREC_RC_GREC_SIZE * (size_t)(C * N));
+    memset(gcolor_base, 0, sizeof(real_t) * (size_t)((sh ? C * 3 : D) * N));
+    real_t* S = (real_t*)malloc(sizeof(real_t) * (size_t)(D > 0 ? D : 1));
+    if (!S) return NUREC_ERR_TILES_ALLOC;
+    for (int64_t c = 0; c < C; ++c)
+        for (int ty = 0; ty < p->tiles_y; ++ty)
+            for (int tx = 0; tx < p->tiles_x; ++tx) {
+                const int64_t* range = p->tile_ranges + 2 * ((c * p->tiles_y + ty) * p->tiles_x + tx);
+                int64_t start = range[0];
+                for (int y = ty * NUREC_TILE; y < (ty + 1) * NUREC_TILE && y < H; ++y)
+                    for (int x = tx * NUREC_TILE; x < (tx + 1) * NUREC_TILE && x < W; ++x) {
+                        int64_t pix = (c * H + y) * W + x;
+                        real_t px = (real_t)x + (real_t)0.5, py = (real_t)y + (real_t)0.5;
+                        real_t T = ((const real_t*)p->final_T)[pix], Sz = 0;
+                        const real_t* gf = gR + D * pix;
+                        for (int64_t k = 0; k < D; ++k) S[k] = bgs ? T * bgs[c * D + k] : 0;
+                        real_t gz = gD[pix], gTa = gA[pix] * T;
+                        for (int64_t j = start + p->last[pix] - 1; j >= start; --j) {
+                            int64_t it = p->isect_items[j];
+                            const real_t* rec = records + NUREC_TREC_SIZE * it;
+                            real_t vis, dx, dy, w;
+                            real_t a = NR(rc_alpha)(rec, px, py, &vis, &dx, &dy);
+                            if (a == 0) continue;
+                            const real_t* f = NR(rc_item_features)(p, it);
+                            real_t ga = NR(rc_composite_vjp)(a, f, (int)D, rec[NUREC_TREC_DEPTH], gf, gz,
+                                                             gTa, &T, S, &Sz, &w);
+                            real_t* gc = gcolor_base + (sh ? 3 * it : D * (it % N));
+                            for (int64_t k = 0; k < D; ++k) gc[k] += w * gf[k];
+                            real_t* g = grec + NUREC_RC_GREC_SIZE * it;
+                            g[6] += w * gz;
+                            NR(rc_alpha_vjp)(rec, vis, dx, dy, ga, g);
+                        }
+                    }
+            }
+    free(S);
+
+    /* per Gaussian: the projection VJP summed over cameras */
+    const real_t* means = (const real_t*)p->means;
+    const real_t* quats = (const real_t*)p->quats;
+    const real_t* scales = (const real_t*)p->scales;
+    const real_t* opac = (const real_t*)p->opacities;
+    if (sh) memset(p->grad_features, 0, sizeof(real_t) * (size_t)(N * p->sh_coeffs * 3));
+    for (int64_t g = 0; g < N; ++g) {
+        real_t gm[3] = {0, 0, 0}, gq[4] = {0, 0, 0, 0}, gs[3] = {0, 0, 0}, go = 0;
+        for (int64_t c = 0; c < C; ++c) {
+            int64_t it = c * N + g;
+            if (p->counts[it] <= 0) continue;
+            NR(rc_camera) cam;
+            NR(rc_camera_load)((const real_t*)p->viewmats + 16 * c, (const real_t*)p->Ks + 9 * c, &cam);
+            NR(rc_proj) P;
+            real_t rec[NUREC_TREC_SIZE], q1[4], s1[3];
+            NR(rc_project)(&cam, means + 3 * g, quats + 4 * g, scales + 3 * g, opac[g],
+                           (real_t)p->near_plane, (real_t)p->far_plane, &P, rec);
+            const real_t* gr = grec + NUREC_RC_GREC_SIZE * it;
+            NR(rc_project_vjp)(&cam, means + 3 * g, quats + 4 * g, scales + 3 * g, &P, gr, gm, q1, s1);
+            for (int k = 0; k < 4; ++k) gq[k] += q1[k];
+            for (int k = 0; k < 3; ++k) gs[k] += s1[k];
+            go += gr[5];
+            if (sh)
+                NR(rc_sh_color_vjp)(p->sh_degree, (const real_t*)p->features + 3 * p->sh_coeffs * g,
+                                    means + 3 * g, cam.campos, (const real_t*)p->grad_colors + 3 * it,
+                                    (real_t*)p->grad_features + 3 * p->sh_coeffs * g, gm);
+        }
+        for (int k = 0; k < 3; ++k) {
+            ((real_t*)p->grad_means)[3 * g + k] = gm[k];
+            ((real_t*)p->grad_scales)[3 * g + k] = gs[k];
+        }
+        for (int k = 0; k < 4; ++k) ((real_t*)p->grad_quats)[4 * g + k] = gq[k];
+        ((real_t*)p->grad_opacities)[g] = go;
+    }
+    return NUREC_OK;
+}

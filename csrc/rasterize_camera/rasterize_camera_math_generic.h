@@ -1,0 +1,281 @@
+/* Generic over real_t (see math/generic.h). */
+
+/* One pinhole camera: world -> camera rotation R (row-major) and t, the
+ * intrinsics, and the camera centre in the world (-R^T t). */
+typedef struct NR(rc_camera) {
+    real_t R[9], t[3], fx, fy, cx, cy, campos[3];
+} NR(rc_camera);
+
+NUREC_HD void NR(rc_camera_load)(const real_t* V, const real_t* K, NR(rc_camera)* c) {
+    for (int r = 0; r < 3; ++r) {
+        for (int k = 0; k < 3; ++k) c->R[3 * r + k] = V[4 * r + k];
+        c->t[r] = V[4 * r + 3];
+    }
+    c->fx = K[0]; c->fy = K[4]; c->cx = K[2]; c->cy = K[5];
+    for (int k = 0; k < 3; ++k)
+        c->campos[k] = -(c->R[k] * c->t[0] + c->R[3 + k] * c->t[1] + c->R[6 + k] * c->t[2]);
+}
+
+/* Forward intermediates of the projection of one Gaussian (for the VJP). */
+typedef struct NR(rc_proj) {
+    real_t qn[4], inv_qnorm, Rq[9]; /* unit quaternion, 1/|q|, its rotation */
+    real_t RM[9];                   /* R_cam * Rq * diag(s): Sigma_cam = RM RM^T */
+    real_t p[3];                    /* camera-space mean */
+    real_t T[6];                    /* J * RM (2 x 3): Sigma_2d = T T^T + eps I */
+    real_t a, b, c, det;            /* Sigma_2d entries */
+} NR(rc_proj);
+
+/* EWA projection of one Gaussian into a tile record (tiles.h layout).
+ * Returns 0 (and thr = -1) when the mean is outside (near, far), the 2D
+ * covariance is not positive definite, or the opacity cannot reach 1/255. */
+NUREC_HD int NR(rc_project)(const NR(rc_camera)* cam, const real_t m[3], const real_t q[4],
+                            const real_t s[3], real_t o, real_t near_plane, real_t far_plane,
+                            NR(rc_proj)* P, real_t rec[NUREC_TREC_SIZE]) {
+    const real_t* R = cam->R;
+    for (int k = 0; k < NUREC_TREC_SIZE; ++k) rec[k] = 0;
+    rec[NUREC_TREC_THR] = -1;
+    rec[NUREC_TREC_O] = o;
+    for (int r = 0; r < 3; ++r)
+        P->p[r] = R[3 * r] * m[0] + R[3 * r + 1] * m[1] + R[3 * r + 2] * m[2] + cam->t[r];
+    real_t x = P->p[0], y = P->p[1], z = P->p[2];
+    rec[NUREC_TREC_DEPTH] = z;
+    if (!(z > near_plane && z < far_plane)) return 0;
+    NR(quat_normalize)(q, P->qn, &P->inv_qnorm);
+    NR(quat_to_rotmat)(P->qn, P->Rq);
+    for (int r = 0; r < 3; ++r)
+        for (int k = 0; k < 3; ++k)
+            P->RM[3 * r + k] = (R[3 * r] * P->Rq[k] + R[3 * r + 1] * P->Rq[3 + k] +
+                                R[3 * r + 2] * P->Rq[6 + k]) * s[k];
+    real_t iz = 1 / z;
+    real_t j00 = cam->fx * iz, j02 = -cam->fx * x * iz * iz;
+    real_t j11 = cam->fy * iz, j12 = -cam->fy * y * iz * iz;
+    for (int k = 0; k < 3; ++k) {
+        P->T[k] = j00 * P->RM[k] + j02 * P->RM[6 + k];
+        P->T[3 + k] = j11 * P->RM[3 + k] + j12 * P->RM[6 + k];
+    }
+    P->a = P->T[0] * P->T[0] + P->T[1] * P->T[1] + P->T[2] * P->T[2] + (real_t)NUREC_RC_EPS2D;
+    P->b = P->T[0] * P->T[3] + P->T[1] * P->T[4] + P->T[2] * P->T[5];
+    P->c = P->T[3] * P->T[3] + P->T[4] * P->T[4] + P->T[5] * P->T[5] + (real_t)NUREC_RC_EPS2D;
+    P->det = P->a * P->c - P->b * P->b;
+    rec[NUREC_TREC_U] = cam->fx * x * iz + cam->cx;
+    rec[NUREC_TREC_V] = cam->fy * y * iz + cam->cy;
+    if (!(P->det > 0)) return 0;
+    rec[NUREC_TREC_A] = P->c / P->det;
+    rec[NUREC_TREC_B] = -P->b / P->det;
+    rec[NUREC_TREC_C] = P->a / P->det;
+    /* alpha >= 1/255 needs o exp(-sigma) >= 1/255: d^T Q d <= 2 ln(255 o) */
+    if (!((real_t)255 * o >= 1)) return 0;
+    rec[NUREC_TREC_THR] = 2 * R_LOG((real_t)255 * o) + (real_t)NUREC_RC_THR_MARGIN;
+    return 1;
+}
+
+/* Gradient of the projection: g = (gu, gv, gA, gB, gC, go, gz) of the record
+ * -> gradients of the mean (added to gm), quaternion and scales (written). */
+NUREC_HD void NR(rc_project_vjp)(const NR(rc_camera)* cam, const real_t m[3], const real_t q[4],
+                                 const real_t s[3], const NR(rc_proj)* P, const real_t* g,
+                                 real_t gm[3], real_t gq[4], real_t gs[3]) {
+    const real_t* R = cam->R;
+    real_t x = P->p[0], y = P->p[1], z = P->p[2], iz = 1 / z, iz2 = iz * iz;
+    real_t A = P->c / P->det, B = -P->b / P->det, C = P->a / P->det;
+    /* conic = inverse(Sigma2): dL/dSigma2 = -Q G Q, G = [[gA, gB/2], [gB/2, gC]] */
+    real_t hb = g[3] * (real_t)0.5;
+    real_t qg00 = A * g[2] + B * hb, qg01 = A * hb + B * g[4];
+    real_t qg10 = B * g[2] + C * hb, qg11 = B * hb + C * g[4];
+    real_t s00 = -(qg00 * A + qg01 * B);
+    real_t s01 = -(qg00 * B + qg01 * C);
+    real_t s11 = -(qg10 * B + qg11 * C);
+    /* Sigma2 = T T^T + eps: dT = 2 S T */
+    real_t dT[6];
+    for (int k = 0; k < 3; ++k) {
+        dT[k] = 2 * (s00 * P->T[k] + s01 * P->T[3 + k]);
+        dT[3 + k] = 2 * (s01 * P->T[k] + s11 * P->T[3 + k]);
+    }
+    /* T = J RM: dJ = dT RM^T, dRM = J^T dT */
+    real_t dj00 = 0, dj02 = 0, dj11 = 0, dj12 = 0;
+    for (int k = 0; k < 3; ++k) {
+        dj00 += dT[k] * P->RM[k];
+        dj02 += dT[k] * P->RM[6 + k];
+        dj11 += dT[3 + k] * P->RM[3 + k];
+        dj12 += dT[3 + k] * P->RM[6 + k];
+    }
+    real_t j00 = cam->fx * iz, j02 = -cam->fx * x * iz2;
+    real_t j11 = cam->fy * iz, j12 = -cam->fy * y * iz2;
+    real_t dRM[9];
+    for (int k = 0; k < 3; ++k) {
+        dRM[k] = j00 * dT[k];
+        dRM[3 + k] = j11 * dT[3 + k];
+        dRM[6 + k] = j02 * dT[k] + j12 * dT[3 + k];
+    }
+    /* camera-space mean: through J, the projected centre and the depth */
+    real_t gx = dj02 * (-cam->fx * iz2) + g[0] * cam->fx * iz;
+    real_t gy = dj12 * (-cam->fy * iz2) + g[1] * cam->fy * iz;
+    real_t gz = dj00 * (-cam->fx * iz2) + dj02 * (2 * cam->fx * x * iz2 * iz) +
+                dj11 * (-cam->fy * iz2) + dj12 * (2 * cam->fy * y * iz2 * iz) -
+                g[0] * cam->fx * x * iz2 - g[1] * cam->fy * y * iz2 + g[6];
+    for (int k = 0; k < 3; ++k) gm[k] += R[k] * gx + R[3 + k] * gy + R[6 + k] * gz;
+    /* RM = R Rq diag(s): dM = R^T dRM; dRq = dM diag(s); ds_k = sum_i dM_ik Rq_ik */
+    real_t G[9];
+    for (int k = 0; k < 3; ++k) gs[k] = 0;
+    for (int i = 0; i < 3; ++i)
+        for (int k = 0; k < 3; ++k) {
+            real_t dM = R[i] * dRM[k] + R[3 + i] * dRM[3 + k] + R[6 + i] * dRM[6 + k];
+            G[3 * i + k] = dM * s[k];
+            gs[k] += dM * P->Rq[3 * i + k];
+        }
+    /* rotation matrix of the unit quaternion, then the normalization */
+    real_t w = P->qn[0], qx = P->qn[1], qy = P->qn[2], qz = P->qn[3], gu[4];
+    gu[0] = 2 * (-qz * G[1] + qy * G[2] + qz * G[3] - qx * G[5] - qy * G[6] + qx * G[7]);
+    gu[1] = 2 * (qy * G[1] + qz * G[2] + qy * G[3] - 2 * qx * G[4] - w * G[5] + qz * G[6] +
+                 w * G[7] - 2 * qx * G[8]);
+    gu[2] = 2 * (-2 * qy * G[0] + qx * G[1] + w * G[2] + qx * G[3] + qz * G[5] - w * G[6] +
+                 qz * G[7] - 2 * qy * G[8]);
+    gu[3] = 2 * (-2 * qz * G[0] - w * G[1] + qx * G[2] + w * G[3] - 2 * qz * G[4] + qy * G[5] +
+                 qx * G[6] + qy * G[7]);
+    NR(quat_normalize_vjp)(P->qn, P->inv_qnorm, gu, gq);
+    (void)m; (void)q;
+}
+
+/* SH basis functions (up to degree 3) at unit direction d, and optionally
+ * their gradients db[16][3]. */
+NUREC_HD void NR(rc_sh_basis)(int deg, const real_t d[3], real_t b[16], real_t db[48]) {
+    real_t x = d[0], y = d[1], z = d[2];
+    int n = (deg + 1) * (deg + 1);
+    if (db)
+        for (int k = 0; k < 3 * n; ++k) db[k] = 0;
+    b[0] = (real_t)NUREC_SH_C0;
+    if (deg < 1) return;
+    const real_t c1 = (real_t)NUREC_SH_C1;
+    b[1] = -c1 * y; b[2] = c1 * z; b[3] = -c1 * x;
+    if (db) { db[3 * 1 + 1] = -c1; db[3 * 2 + 2] = c1; db[3 * 3 + 0] = -c1; }
+    if (deg < 2) return;
+    real_t xx = x * x, yy = y * y, zz = z * z;
+    const real_t c20 = (real_t)NUREC_SH_C20, c21 = (real_t)NUREC_SH_C21, c22 = (real_t)NUREC_SH_C22,
+                 c23 = (real_t)NUREC_SH_C23, c24 = (real_t)NUREC_SH_C24;
+    b[4] = c20 * x * y; b[5] = c21 * y * z; b[6] = c22 * (2 * zz - xx - yy);
+    b[7] = c23 * x * z; b[8] = c24 * (xx - yy);
+    if (db) {
+        db[12] = c20 * y; db[13] = c20 * x;
+        db[16] = c21 * z; db[17] = c21 * y;
+        db[18] = -2 * c22 * x; db[19] = -2 * c22 * y; db[20] = 4 * c22 * z;
+        db[21] = c23 * z; db[23] = c23 * x;
+        db[24] = 2 * c24 * x; db[25] = -2 * c24 * y;
+    }
+    if (deg < 3) return;
+    const real_t c30 = (real_t)NUREC_SH_C30, c31 = (real_t)NUREC_SH_C31, c32 = (real_t)NUREC_SH_C32,
+                 c33 = (real_t)NUREC_SH_C33, c34 = (real_t)NUREC_SH_C34, c35 = (real_t)NUREC_SH_C35,
+                 c36 = (real_t)NUREC_SH_C36;
+    b[9] = c30 * y * (3 * xx - yy);
+    b[10] = c31 * x * y * z;
+    b[11] = c32 * y * (4 * zz - xx - yy);
+    b[12] = c33 * z * (2 * zz - 3 * xx - 3 * yy);
+    b[13] = c34 * x * (4 * zz - xx - yy);
+    b[14] = c35 * z * (xx - yy);
+    b[15] = c36 * x * (xx - 3 * yy);
+    if (db) {
+        db[27] = 6 * c30 * x * y; db[28] = c30 * (3 * xx - 3 * yy);
+        db[30] = c31 * y * z; db[31] = c31 * x * z; db[32] = c31 * x * y;
+        db[33] = -2 * c32 * x * y; db[34] = c32 * (4 * zz - xx - 3 * yy); db[35] = 8 * c32 * y * z;
+        db[36] = -6 * c33 * x * z; db[37] = -6 * c33 * y * z; db[38] = c33 * (6 * zz - 3 * xx - 3 * yy);
+        db[39] = c34 * (4 * zz - 3 * xx - yy); db[40] = -2 * c34 * x * y; db[41] = 8 * c34 * x * z;
+        db[42] = 2 * c35 * x * z; db[43] = -2 * c35 * y * z; db[44] = c35 * (xx - yy);
+        db[45] = c36 * (3 * xx - 3 * yy); db[46] = -6 * c36 * x * y;
+    }
+}
+
+/* Unit view direction from the camera centre to the mean, and 1 / distance. */
+NUREC_HD void NR(rc_view_dir)(const real_t m[3], const real_t campos[3], real_t d[3], real_t* inv) {
+    real_t v0 = m[0] - campos[0], v1 = m[1] - campos[1], v2 = m[2] - campos[2];
+    real_t n = R_SQRT(v0 * v0 + v1 * v1 + v2 * v2);
+    *inv = n > 0 ? 1 / n : 0;
+    d[0] = v0 * *inv; d[1] = v1 * *inv; d[2] = v2 * *inv;
+}
+
+/* SH colour seen from campos: SH(dir) + 0.5, clamped at 0. coeffs [K, 3]. */
+NUREC_HD void NR(rc_sh_color)(int deg, const real_t* coeffs, const real_t m[3],
+                              const real_t campos[3], real_t out[3]) {
+    real_t d[3], inv, b[16];
+    NR(rc_view_dir)(m, campos, d, &inv);
+    NR(rc_sh_basis)(deg, d, b, (real_t*)0);
+    int n = (deg + 1) * (deg + 1);
+    for (int ch = 0; ch < 3; ++ch) {
+        real_t acc = 0;
+        for (int k = 0; k < n; ++k) acc += b[k] * coeffs[3 * k + ch];
+        acc += (real_t)0.5;
+        out[ch] = acc > 0 ? acc : (real_t)0;
+    }
+}
+
+/* VJP of rc_sh_color: adds to gcoeffs [K, 3] and to gm[3]. */
+NUREC_HD void NR(rc_sh_color_vjp)(int deg, const real_t* coeffs, const real_t m[3],
+                                  const real_t campos[3], const real_t gcol[3], real_t* gcoeffs,
+                                  real_t gm[3]) {
+    real_t d[3], inv, b[16], db[48];
+    NR(rc_view_dir)(m, campos, d, &inv);
+    NR(rc_sh_basis)(deg, d, b, db);
+    int n = (deg + 1) * (deg + 1);
+    real_t gd[3] = {0, 0, 0};
+    for (int ch = 0; ch < 3; ++ch) {
+        real_t acc = (real_t)0.5;
+        for (int k = 0; k < n; ++k) acc += b[k] * coeffs[3 * k + ch];
+        if (!(acc >= 0)) continue; /* clamped (gradient passes at exactly 0, as torch.clamp) */
+        real_t g = gcol[ch];
+        for (int k = 0; k < n; ++k) {
+            gcoeffs[3 * k + ch] += b[k] * g;
+            real_t gc = coeffs[3 * k + ch] * g;
+            gd[0] += db[3 * k] * gc; gd[1] += db[3 * k + 1] * gc; gd[2] += db[3 * k + 2] * gc;
+        }
+    }
+    /* d = v / |v|: dv = (gd - d (d . gd)) / |v| */
+    real_t dd = d[0] * gd[0] + d[1] * gd[1] + d[2] * gd[2];
+    for (int k = 0; k < 3; ++k) gm[k] += (gd[k] - d[k] * dd) * inv;
+}
+
+/* Alpha of a record r (u, v, A, B, C, o) at pixel centre (px, py); 0 when the
+ * Gaussian is skipped there (sigma < 0 or alpha < 1/255). Writes
+ * exp(-sigma) and the offsets for the VJP. */
+NUREC_HD real_t NR(rc_alpha)(const real_t* r, real_t px, real_t py, real_t* vis, real_t* dx,
+                             real_t* dy) {
+    real_t ddx = px - r[0], ddy = py - r[1];
+    real_t sigma = (real_t)0.5 * (r[2] * ddx * ddx + r[4] * ddy * ddy) + r[3] * ddx * ddy;
+    *dx = ddx; *dy = ddy;
+    if (sigma < 0) return 0;
+    real_t e = R_EXP(-sigma);
+    real_t a = R_FMIN((real_t)NUREC_RC_ALPHA_MAX, r[5] * e);
+    *vis = e;
+    return a < (real_t)NUREC_RC_ALPHA_MIN ? (real_t)0 : a;
+}
+
+/* VJP of rc_alpha: adds the gradient of (u, v, A, B, C, o) to g[0..5]. */
+NUREC_HD void NR(rc_alpha_vjp)(const real_t* r, real_t vis, real_t dx, real_t dy, real_t g_alpha,
+                               real_t g[6]) {
+    if (r[5] * vis > (real_t)NUREC_RC_ALPHA_MAX) return; /* clamped at 0.99 */
+    real_t gs = -g_alpha * r[5] * vis;                    /* dL/dsigma */
+    g[0] += -gs * (r[2] * dx + r[3] * dy);
+    g[1] += -gs * (r[3] * dx + r[4] * dy);
+    g[2] += gs * (real_t)0.5 * dx * dx;
+    g[3] += gs * dx * dy;
+    g[4] += gs * (real_t)0.5 * dy * dy;
+    g[5] += g_alpha * vis;
+}
+
+/* One step of the back-to-front sweep of a pixel. On entry *T is the
+ * transmittance after this Gaussian, S[nch] and *Sz what is composited
+ * behind it (background included); on exit they include this Gaussian.
+ * gf, gz, gTa = dL/drender, dL/ddepth and dL/dalpha * T_final. Returns
+ * dL/dalpha of this Gaussian and writes its weight alpha T to *w. */
+NUREC_HD real_t NR(rc_composite_vjp)(real_t a, const real_t* f, int nch, real_t z,
+                                     const real_t* gf, real_t gz, real_t gTa, real_t* T,
+                                     real_t* S, real_t* Sz, real_t* w) {
+    real_t ra = 1 / (1 - a);
+    real_t Ti = *T * ra;
+    real_t wi = a * Ti;
+    real_t g = gTa * ra + gz * (Ti * z - *Sz * ra);
+    for (int k = 0; k < nch; ++k) {
+        g += gf[k] * (Ti * f[k] - S[k] * ra);
+        S[k] += wi * f[k];
+    }
+    *Sz += wi * z;
+    *T = Ti;
+    *w = wi;
+    return g;
+}

@@ -1,0 +1,87 @@
+/* Footprint of an item on the tile grid, shared by the projections (which
+ * count tiles) and the binning (which emits one key per tile), CPU and CUDA.
+ *
+ * The footprint is the ellipse d^T Q d <= thr (Q the conic, d = cell centre
+ * minus (u, v)); for a Gaussian rasterizer thr is where alpha falls below
+ * 1/255, so the tiles covered are exactly those a Gaussian can reach (the
+ * image does not depend on tiling). Tiles are not the ellipse's bounding box:
+ * each tile row takes only the columns the ellipse crosses within that row's
+ * band of cell centres, which for elongated or rotated footprints saves most
+ * of the box. Computed in double precision whatever the data's precision. */
+#ifndef NUREC_TILES_MATH_H
+#define NUREC_TILES_MATH_H
+
+#include "math/defs.h"
+#include "tiles/tiles.h"
+
+typedef struct nurec_footprint {
+    double u, v, A, B, C, thr, delta, dy_right;
+    int py0, py1; /* cell rows reached, clipped to the grid */
+} nurec_footprint;
+
+NUREC_HD double nurec_clampd(double x, double lo, double hi) {
+    return fmin(fmax(x, lo), hi); /* NaN -> lo */
+}
+
+/* Fills f; returns 0 when no cell of a width x height grid can be reached
+ * (NaN-safe: any NaN or non-positive-definite conic is "none"). */
+NUREC_HD int nurec_footprint_init(nurec_footprint* f, double u, double v, double A, double B,
+                                  double C, double thr, int width, int height) {
+    if (!(thr >= 0.0) || !(A > 0.0) || !(C > 0.0)) return 0;
+    double delta = A * C - B * B;
+    if (!(delta > 0.0)) return 0;
+    double ext_y = sqrt(thr * A / delta), ext_x = sqrt(thr * C / delta);
+    double lo_y = ceil(v - ext_y - 0.5), hi_y = floor(v + ext_y - 0.5);
+    double lo_x = ceil(u - ext_x - 0.5), hi_x = floor(u + ext_x - 0.5);
+    if (!(lo_y <= hi_y && lo_x <= hi_x && hi_y >= 0.0 && hi_x >= 0.0 &&
+          lo_y <= (double)(height - 1) && lo_x <= (double)(width - 1)))
+        return 0;
+    f->u = u; f->v = v; f->A = A; f->B = B; f->C = C; f->thr = thr; f->delta = delta;
+    f->dy_right = -B * sqrt(thr / (delta * C)); /* dy of the ellipse's rightmost point */
+    f->py0 = (int)fmax(lo_y, 0.0);
+    f->py1 = (int)fmin(hi_y, (double)(height - 1));
+    return 1;
+}
+
+/* Tile columns [*tx0, *tx1] touched in tile row ty; returns 0 if none. */
+NUREC_HD int nurec_footprint_row(const nurec_footprint* f, int ty, int width, int* tx0,
+                                 int* tx1) {
+    int r0 = ty * NUREC_TILE, r1 = r0 + NUREC_TILE - 1;
+    if (r0 < f->py0) r0 = f->py0;
+    if (r1 > f->py1) r1 = f->py1;
+    if (r0 > r1) return 0;
+    double a = (double)r0 + 0.5 - f->v, b = (double)r1 + 0.5 - f->v;
+    double k = f->B / f->A, q = f->delta / f->A;
+    double dr = nurec_clampd(f->dy_right, a, b), dl = nurec_clampd(-f->dy_right, a, b);
+    double xr = f->u - k * dr + sqrt(fmax(f->thr - dr * dr * q, 0.0) / f->A);
+    double xl = f->u - k * dl - sqrt(fmax(f->thr - dl * dl * q, 0.0) / f->A);
+    double lo = ceil(xl - 0.5), hi = floor(xr - 0.5);
+    if (!(lo <= hi && hi >= 0.0 && lo <= (double)(width - 1))) return 0;
+    *tx0 = (int)fmax(lo, 0.0) / NUREC_TILE;
+    *tx1 = (int)fmin(hi, (double)(width - 1)) / NUREC_TILE;
+    return 1;
+}
+
+/* Number of tiles the footprint touches. */
+NUREC_HD int64_t nurec_footprint_count(const nurec_footprint* f, int width) {
+    int64_t n = 0;
+    for (int ty = f->py0 / NUREC_TILE; ty <= f->py1 / NUREC_TILE; ++ty) {
+        int a, b;
+        if (nurec_footprint_row(f, ty, width, &a, &b)) n += b - a + 1;
+    }
+    return n;
+}
+
+/* Footprint of a record (layout NUREC_TREC_* in tiles.h) of either precision. */
+NUREC_HD int nurec_footprint_of_f32(nurec_footprint* f, const float* r, int width, int height) {
+    return nurec_footprint_init(f, r[NUREC_TREC_U], r[NUREC_TREC_V], r[NUREC_TREC_A],
+                                r[NUREC_TREC_B], r[NUREC_TREC_C], r[NUREC_TREC_THR], width,
+                                height);
+}
+NUREC_HD int nurec_footprint_of_f64(nurec_footprint* f, const double* r, int width, int height) {
+    return nurec_footprint_init(f, r[NUREC_TREC_U], r[NUREC_TREC_V], r[NUREC_TREC_A],
+                                r[NUREC_TREC_B], r[NUREC_TREC_C], r[NUREC_TREC_THR], width,
+                                height);
+}
+
+#endif /* NUREC_TILES_MATH_H */

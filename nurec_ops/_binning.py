@@ -1,0 +1,133 @@
+"""Host-side capacity policy of the sync-free tile binning (CUDA).
+
+The number of Gaussian-tile intersections of a call is only known on the
+device, after the projection. The binning buffers are allocated before that,
+with a capacity chosen here from counts that earlier calls reported
+asynchronously:
+
+- each eager CUDA call copies its device ``status`` (needed intersections,
+  overflowed) into pinned host memory with a non-blocking copy and records an
+  event; nothing waits on it;
+- the next call polls the events of earlier reports (``Event.query``, which
+  never blocks) and reads the counts of those that have arrived;
+- capacity = ``ceil(needed * HEADROOM) + SLACK``: grown at once when a report
+  needs more, shrunk only when it exceeds ``SHRINK_FACTOR`` times what is
+  needed (so a capacity is not reallocated back and forth);
+- before any report (the first call on a device), ``initial_capacity`` is a
+  generous guess from the sizes of the call.
+
+A call that overflows (more intersections than its capacity) never writes out
+of bounds and never returns a wrong image: its render, depth and alpha are
+NaN (and its gradients zero, so that an optimizer step on it changes
+nothing). Its report then raises a ``RuntimeWarning`` (``on_overflow="warn"``)
+or a ``RuntimeError`` (``"raise"``) naming the call and the counts, at the
+first later call that finds the report arrived (under ordinary training
+loops: the next call), and the capacity is grown so it cannot recur for that
+count. ``check_overflow()`` polls and reports explicitly.
+
+``binning="exact"`` synchronizes once per call instead (gsplat's
+behaviour): the call runs, its count is read back, and on overflow it is
+re-run with the capacity it needs; the result is always exact.
+
+Under torch.compile and CUDA graph capture no report is made (the host does
+not run at replay); the capacity is the one current at trace / capture time:
+pass ``capacity=`` for a fixed bound, and an overflowing replay still gives
+NaN images rather than wrong ones.
+"""
+import collections
+import math
+import warnings
+
+import torch
+
+HEADROOM = 1.25
+SLACK = 4096
+SHRINK_FACTOR = 2.5
+MIN_CAPACITY = 1 << 16
+
+
+def _compiling():
+    try:
+        return torch.compiler.is_compiling()
+    except AttributeError:  # pragma: no cover
+        return False
+
+
+class CapacityPolicy:
+    def __init__(self, op):
+        self.op = op
+        self.capacity = {}  # (device index, key) -> int
+        self.pending = collections.deque()  # (event, pinned status, capacity, serial, key, device)
+        self.serial = 0
+        self.on_overflow = "warn"
+
+    def _key(self, device, key):
+        return (device.index if device.index is not None else torch.cuda.current_device(), key)
+
+    def target(self, needed):
+        return int(math.ceil(needed * HEADROOM)) + SLACK
+
+    def capacity_for(self, device, key, guess):
+        """Capacity for the next call on `device` (`key` separates configurations)."""
+        if not _compiling():
+            self.poll()
+        k = self._key(device, key)
+        if k not in self.capacity:
+            self.capacity[k] = max(MIN_CAPACITY, int(guess))
+        return self.capacity[k]
+
+    def update(self, k, needed):
+        cap = self.capacity.get(k, 0)
+        want = self.target(needed)
+        if want > cap or cap > SHRINK_FACTOR * want:
+            self.capacity[k] = max(MIN_CAPACITY, want)
+
+    def record(self, device, key, status, capacity):
+        """Queues the asynchronous report of one eager call's status."""
+        if _compiling() or torch.cuda.is_current_stream_capturing():
+            return
+        pinned = torch.empty(2, dtype=torch.int64, pin_memory=True)
+        pinned.copy_(status, non_blocking=True)
+        ev = torch.cuda.Event()
+        ev.record()
+        self.serial += 1
+        self.pending.append((ev, pinned, capacity, self.serial, self._key(device, key)))
+
+    def poll(self):
+        """Reads every report whose copy has finished (never waits)."""
+        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
+            return
+        problems = []
+        keep = collections.deque()
+        while self.pending:
+            item = self.pending.popleft()
+            ev, pinned, cap, serial, k = item
+            if not ev.query():
+                keep.append(item)
+                continue
+            needed, overflowed = (int(v) for v in pinned.tolist())
+            self.update(k, needed)
+            if overflowed:
+                problems.append((serial, needed, cap, self.capacity[k]))
+        self.pending = keep
+        for serial, needed, cap, new in problems:
+            self._report(serial, needed, cap, new)
+
+    def _report(self, serial, needed, cap, new):
+        msg = (f"nurec_ops.{self.op}: call #{serial} on CUDA needed {needed} Gaussian-tile "
+               f"intersections but its binning capacity was {cap}; that call's render, depth "
+               f"and alpha were returned as NaN (and its gradients as zero) instead of a wrong "
+               f"image. The capacity is now {new}. Pass binning='exact' (one sync per call) or "
+               f"capacity=... to rule this out.")
+        if self.on_overflow == "raise":
+            raise RuntimeError(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=4)
+
+
+_POLICIES = {}
+
+
+def policy(op):
+    if op not in _POLICIES:
+        _POLICIES[op] = CapacityPolicy(op)
+    return _POLICIES[op]

@@ -1,0 +1,217 @@
+"""rasterize_camera (SPEC section 3): fused op, fake kernels, autograd, and
+the sync-free binning capacity policy (see nurec_ops/_binning.py)."""
+import torch
+
+from . import _binning
+from . import _checks as Ck
+from ._library import ops
+
+_OP = "rasterize_camera"
+_TILE = 16
+_POLICY = _binning.policy(_OP)
+
+
+def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
+                     near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, binning="auto",
+                     capacity=None, on_overflow="warn"):
+    """3D Gaussian splatting of world-space Gaussians into pinhole cameras.
+
+    Args:
+        means ``[N, 3]``, quats ``[N, 4]`` (w, x, y, z; normalized here),
+        scales ``[N, 3]``, opacities ``[N]`` (activated): the Gaussians.
+        features: ``[N, D]`` (any D >= 1) or, with ``sh_degree`` 0..3, SH
+            coefficients ``[N, K, 3]`` (K >= (sh_degree + 1)^2; the first
+            (sh_degree + 1)^2 are used), evaluated per camera as
+            ``SH(normalize(mean - camera centre)) + 0.5`` clamped at 0.
+        viewmats ``[C, 4, 4]`` world -> camera (OpenCV: x right, y down,
+        z forward), Ks ``[C, 3, 3]`` (fx = K[0,0], fy = K[1,1], cx = K[0,2],
+        cy = K[1,2]; skew is ignored), ``width``, ``height`` in pixels.
+        near, far: Gaussians whose mean has camera z <= near or >= far are
+            dropped (near > 0).
+        backgrounds: ``[C, D]`` or None (black).
+        binning: ``"auto"`` (default): no host synchronization; the binning
+            capacity follows the asynchronous policy of nurec_ops._binning:
+            counts reported by earlier calls, 25% headroom; a call that
+            overflows returns NaN render/depth/alpha and zero gradients (never
+            a wrong image) and is reported by a RuntimeWarning (or
+            RuntimeError with ``on_overflow="raise"``) at the latest at the
+            first later call that finds its report arrived, and the capacity
+            grows. ``"exact"``: one host synchronization per call; an
+            overflowing call is re-run with the needed capacity (gsplat's
+            behaviour). Ignored on the CPU, which is always exact.
+        capacity: fixed number of Gaussian-tile intersections to allocate
+            (CUDA; e.g. for CUDA graphs or torch.compile); overrides the
+            policy's choice.
+
+    Returns:
+        ``(render [C, H, W, D], depth [C, H, W, 1], alpha [C, H, W, 1])``:
+        ``render = sum w f + T background``, ``depth = sum w z`` (expected
+        camera z, not normalized), ``alpha = 1 - T``. Differentiable with
+        respect to means, quats, scales, opacities, features (or SH
+        coefficients) and backgrounds.
+
+    Semantics (SPEC section 3): EWA projection with the pinhole Jacobian at
+    the mean and 0.3 px^2 on the diagonal; per pixel centre (x + 0.5,
+    y + 0.5), Gaussians in ascending camera z of the mean (ties in Gaussian
+    order), ``alpha = min(0.99, o exp(-sigma))``, skipped when sigma < 0 or
+    alpha < 1/255, stopping before the Gaussian that would take T below
+    1e-4. Tiles (16 x 16) are only a schedule: each Gaussian is binned into
+    every tile its opacity-aware ellipse ``d^T Sigma^-1 d <= 2 ln(255 o)``
+    (plus a 0.01 rounding margin) crosses, row by row, so images do not
+    depend on tiling. Choices where the SPEC is silent: the Jacobian is not
+    clamped at the image border (exactly "at the mean"); a zero quaternion is
+    the identity with zero gradient; gradients do not flow into viewmats, Ks,
+    near or far.
+    """
+    sh = -1 if sh_degree is None else int(sh_degree)
+    if sh < 0 and features.dim() == 3:
+        Ck.fail(_OP, "`features` is [N, K, 3] (SH coefficients) but `sh_degree` is None; pass sh_degree")
+    if binning not in ("auto", "exact"):
+        Ck.fail(_OP, f'`binning` must be "auto" or "exact", got {binning!r}')
+    if on_overflow not in ("warn", "raise"):
+        Ck.fail(_OP, f'`on_overflow` must be "warn" or "raise", got {on_overflow!r}')
+    width, height = int(width), int(height)
+    cap = 0
+    dev = means.device
+    if dev.type == "cuda":
+        _POLICY.on_overflow = on_overflow
+        key = (viewmats.shape[0], width, height)
+        if capacity is not None:
+            cap = int(capacity)
+            if cap < 0:
+                Ck.fail(_OP, f"`capacity` must be >= 0, got {cap}")
+        else:
+            C, N = viewmats.shape[0], means.shape[0]
+            cap = _POLICY.capacity_for(dev, key, 8 * C * N)
+    args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
+            float(near), float(far), sh)
+    out = ops.rasterize_camera_fwd(*args, cap)
+    if dev.type == "cuda":
+        if binning == "exact" and not _binning._compiling():
+            needed, overflowed = (int(v) for v in out[10].tolist())  # the one sync
+            _POLICY.update(_POLICY._key(dev, key), needed)
+            if overflowed:
+                out = ops.rasterize_camera_fwd(*args, max(needed, 1))
+        elif capacity is None:
+            _POLICY.record(dev, key, out[10], cap)
+    return out[0], out[1], out[2]
+
+
+def check_overflow():
+    """Reads the binning reports that have arrived (never waits) and warns or
+    raises for any overflowed call, as the next call would."""
+    _POLICY.poll()
+
+
+def _check(op, means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
+           near, far, sh_degree):
+    Ck.shape(op, "means", means, (-1, 3), "[N, 3]")
+    Ck.real(op, "means", means, means, "means")
+    N = means.shape[0]
+    Ck.shape(op, "quats", quats, (N, 4), "[N, 4] (N = means.shape[0])")
+    Ck.shape(op, "scales", scales, (N, 3), "[N, 3] (N = means.shape[0])")
+    Ck.shape(op, "opacities", opacities, (N,), "[N] (N = means.shape[0])")
+    if not -1 <= sh_degree <= 3:
+        Ck.fail(op, f"`sh_degree` must be None or 0..3, got {sh_degree}")
+    if sh_degree < 0:
+        Ck.shape(op, "features", features, (N, -1), "[N, D] (N = means.shape[0]; or pass sh_degree for SH [N, K, 3])")
+        D, K = features.shape[1], 0
+        if D < 1:
+            Ck.fail(op, f"`features` must have at least one channel, got {list(features.shape)}")
+    else:
+        Ck.shape(op, "features", features, (N, -1, 3), "[N, K, 3] SH coefficients (N = means.shape[0])")
+        D, K = 3, features.shape[1]
+        need = (sh_degree + 1) ** 2
+        if K < need:
+            Ck.fail(op, f"`features` has K = {K} SH coefficients but sh_degree = {sh_degree} needs at least {need}")
+    Ck.shape(op, "viewmats", viewmats, (-1, 4, 4), "[C, 4, 4]")
+    C = viewmats.shape[0]
+    Ck.shape(op, "Ks", Ks, (C, 3, 3), "[C, 3, 3] (C = viewmats.shape[0])")
+    named = [("quats", quats), ("scales", scales), ("opacities", opacities), ("features", features),
+             ("viewmats", viewmats), ("Ks", Ks)]
+    if backgrounds is not None:
+        Ck.shape(op, "backgrounds", backgrounds, (C, D), "[C, D] (C cameras, D feature channels)")
+        named.append(("backgrounds", backgrounds))
+    for name, t in named:
+        Ck.real(op, name, t, means, "means")
+    for name, t in named:
+        Ck.device(op, name, t, means, "means")
+    if not (0 <= width <= (1 << 24)):
+        Ck.fail(op, f"`width` must be in [0, 2^24], got {width}")
+    if not (0 <= height <= (1 << 24)):
+        Ck.fail(op, f"`height` must be in [0, 2^24], got {height}")
+    if not near > 0:
+        Ck.fail(op, f"`near` must be > 0, got {near}")
+    if not far > near:
+        Ck.fail(op, f"`far` must be > `near`, got near = {near}, far = {far}")
+    return C, N, D, K
+
+
+@torch.library.register_fake("nurec_ops::rasterize_camera_fwd")
+def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height, near, far,
+          sh_degree, capacity):
+    C, N, D, K = _check(_OP, means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width,
+                        height, near, far, sh_degree)
+    H, W = height, width
+    ty, tx = (H + _TILE - 1) // _TILE, (W + _TILE - 1) // _TILE
+    if means.device.type == "cuda":
+        M = capacity
+    else:
+        M = torch.library.get_ctx().new_dynamic_size()
+    e = means.new_empty
+    i64, i32 = torch.int64, torch.int32
+    return (e((C, H, W, D)), e((C, H, W, 1)), e((C, H, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),
+            e((C * N * 3 if sh_degree >= 0 else 0,)), e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64),
+            e((C, H, W)), e((C, H, W), dtype=i32), e((2,), dtype=i64))
+
+
+@torch.library.register_fake("nurec_ops::rasterize_camera_bwd")
+def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, opacities, features, viewmats,
+                   Ks, backgrounds, records, counts, colors, isect_items, tile_ranges, final_T, last, status,
+                   width, height, near, far, sh_degree):
+    C, N, D, K = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats, Ks,
+                        backgrounds, width, height, near, far, sh_degree)
+    e = means.new_empty
+    return e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e(features.shape)
+
+
+def _setup_context(ctx, inputs, output):
+    (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height, near, far,
+     sh_degree, capacity) = inputs
+    _, _, _, records, counts, colors, isect, ranges, final_T, last, status = output
+    ctx.set_materialize_grads(False)
+    ctx.has_bg = backgrounds is not None
+    saved = [means, quats, scales, opacities, features, viewmats, Ks, records, counts, colors, isect,
+             ranges, final_T, last, status]
+    if ctx.has_bg:
+        saved.append(backgrounds)
+    ctx.save_for_backward(*saved)
+    ctx.cfg = (width, height, near, far, sh_degree)
+
+
+def _backward(ctx, g_render, g_depth, g_alpha, *_unused):
+    saved = ctx.saved_tensors
+    (means, quats, scales, opacities, features, viewmats, Ks, records, counts, colors, isect, ranges,
+     final_T, last, status) = saved[:15]
+    backgrounds = saved[15] if ctx.has_bg else None
+    width, height, near, far, sh_degree = ctx.cfg
+    C, D = viewmats.shape[0], (3 if sh_degree >= 0 else features.shape[1])
+    shape = (C, height, width)
+    if g_render is None:
+        g_render = means.new_zeros(shape + (D,))
+    if g_depth is None:
+        g_depth = means.new_zeros(shape + (1,))
+    if g_alpha is None:
+        g_alpha = means.new_zeros(shape + (1,))
+    gm, gq, gs, go, gf = ops.rasterize_camera_bwd(
+        g_render, g_depth, g_alpha, means, quats, scales, opacities, features, viewmats, Ks, backgrounds,
+        records, counts, colors, isect, ranges, final_T, last, status, width, height, near, far, sh_degree)
+    g_bg = None
+    if ctx.has_bg and ctx.needs_input_grad[7]:
+        ok = (status[1] == 0).to(g_render.dtype)
+        g_bg = (g_render * final_T[..., None]).sum((1, 2)) * ok
+        g_bg = torch.nan_to_num(g_bg, nan=0.0)
+    return gm, gq, gs, go, gf, None, None, g_bg, None, None, None, None, None, None
+
+
+torch.library.register_autograd("nurec_ops::rasterize_camera_fwd", _backward, setup_context=_setup_context)

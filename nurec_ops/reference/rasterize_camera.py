@@ -1,0 +1,115 @@
+"""Reference rasterize_camera (SPEC section 3): dense pure PyTorch. Every
+Gaussian is evaluated at every pixel of every camera, sorted by camera depth
+and composited by the SPEC rules; autograd gives the gradients. Memory is
+O(C * H * W * N): the parity oracle for small scenes, not a renderer."""
+import torch
+
+from . import quat
+
+EPS2D = 0.3
+ALPHA_MIN = 1.0 / 255.0
+ALPHA_MAX = 0.99
+T_MIN = 1e-4
+
+_SH_C0 = 0.28209479177387814
+_SH_C1 = 0.4886025119029199
+_SH_C2 = (1.0925484305920792, -1.0925484305920792, 0.31539156525252005, -1.0925484305920792, 0.5462742152960396)
+_SH_C3 = (-0.5900435899266435, 2.890611442640554, -0.4570457994644658, 0.3731763325901154,
+          -0.4570457994644658, 1.445305721320277, -0.5900435899266435)
+
+
+def sh_basis(deg, d):
+    """Real SH basis (3DGS convention) at unit directions d [..., 3] -> [..., (deg+1)^2]."""
+    x, y, z = d.unbind(-1)
+    b = [torch.full_like(x, _SH_C0)]
+    if deg >= 1:
+        b += [-_SH_C1 * y, _SH_C1 * z, -_SH_C1 * x]
+    if deg >= 2:
+        xx, yy, zz = x * x, y * y, z * z
+        c = _SH_C2
+        b += [c[0] * x * y, c[1] * y * z, c[2] * (2 * zz - xx - yy), c[3] * x * z, c[4] * (xx - yy)]
+    if deg >= 3:
+        c = _SH_C3
+        b += [c[0] * y * (3 * xx - yy), c[1] * x * y * z, c[2] * y * (4 * zz - xx - yy),
+              c[3] * z * (2 * zz - 3 * xx - 3 * yy), c[4] * x * (4 * zz - xx - yy),
+              c[5] * z * (xx - yy), c[6] * x * (xx - 3 * yy)]
+    return torch.stack(b, -1)
+
+
+def project(means, quats, scales, viewmats, Ks, valid):
+    """EWA projection of N Gaussians into C cameras: (u, v) [C,N,2], conic
+    (A, B, C) [C,N,3], camera z [C,N]. Where ``valid`` [C,N] is False the
+    depth is replaced by 1 so that nothing (value or gradient) is NaN."""
+    R = viewmats[:, :3, :3]
+    t = viewmats[:, :3, 3]
+    M = quat.to_rotmat(quat.normalize(quats)) * scales[:, None, :]  # [N,3,3]
+    RM = torch.einsum("cij,njk->cnik", R, M)  # [C,N,3,3]
+    p = torch.einsum("cij,nj->cni", R, means) + t[:, None, :]
+    x, y, z = p.unbind(-1)
+    z = torch.where(valid, z, torch.ones_like(z))
+    fx, fy = Ks[:, 0, 0, None], Ks[:, 1, 1, None]
+    cx, cy = Ks[:, 0, 2, None], Ks[:, 1, 2, None]
+    iz = 1 / z
+    zero = torch.zeros_like(z)
+    J = torch.stack((torch.stack((fx * iz, zero, -fx * x * iz * iz), -1),
+                     torch.stack((zero, fy * iz, -fy * y * iz * iz), -1)), -2)  # [C,N,2,3]
+    T = J @ RM
+    S = T @ T.transpose(-1, -2)
+    a = S[..., 0, 0] + EPS2D
+    b = S[..., 0, 1]
+    c = S[..., 1, 1] + EPS2D
+    det = a * c - b * b
+    conic = torch.stack((c / det, -b / det, a / det), -1)
+    uv = torch.stack((fx * x * iz + cx, fy * y * iz + cy), -1)
+    return uv, conic, z
+
+
+def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
+                     near=0.01, far=1e10, backgrounds=None, sh_degree=None):
+    """Pure-PyTorch twin of :func:`nurec_ops.rasterize_camera`."""
+    C, N = viewmats.shape[0], means.shape[0]
+    H, W = int(height), int(width)
+    R = viewmats[:, :3, :3]
+    t = viewmats[:, :3, 3]
+    z_all = (torch.einsum("cij,nj->cni", R, means) + t[:, None, :])[..., 2]
+    valid = (z_all > near) & (z_all < far)  # [C,N]
+    uv, conic, z = project(means, quats, scales, viewmats, Ks, valid)
+    if sh_degree is not None:
+        campos = -torch.einsum("cji,cj->ci", R, t)  # [C,3]
+        d = means[None] - campos[:, None]
+        d = torch.where(valid[..., None], d, torch.ones_like(d))  # a Gaussian at a camera centre is dropped
+        d = d / torch.linalg.vector_norm(d, dim=-1, keepdim=True)
+        n = (sh_degree + 1) ** 2
+        col = torch.einsum("cnk,nkd->cnd", sh_basis(sh_degree, d), features[:, :n]) + 0.5
+        col = torch.clamp_min(col, 0.0)
+    else:
+        col = features[None].expand(C, N, features.shape[-1])
+    D = col.shape[-1]
+    # depth order per camera (stable: equal depths keep Gaussian order)
+    key = torch.where(valid, z, torch.full_like(z, float("inf")))
+    order = torch.sort(key.detach(), dim=-1, stable=True).indices
+    g = lambda x: torch.gather(x, 1, order.reshape(C, N, *([1] * (x.dim() - 2))).expand(C, N, *x.shape[2:]))  # noqa: E731
+    uv, conic, z, col, valid = g(uv), g(conic), g(z), g(col), g(valid)
+    o = torch.gather(opacities[None].expand(C, N), 1, order)
+    px = torch.arange(W, dtype=means.dtype, device=means.device) + 0.5
+    py = torch.arange(H, dtype=means.dtype, device=means.device) + 0.5
+    dx = px[None, None, :, None] - uv[:, None, None, :, 0]  # [C,H,W,N]
+    dy = py[None, :, None, None] - uv[:, None, None, :, 1]
+    A, B, Cc = (conic[:, None, None, :, k] for k in range(3))
+    sigma = 0.5 * (A * dx * dx + Cc * dy * dy) + B * dx * dy
+    alpha = torch.clamp(o[:, None, None, :] * torch.exp(-sigma), max=ALPHA_MAX)
+    keep = valid[:, None, None, :] & (sigma >= 0) & (alpha >= ALPHA_MIN)
+    with torch.no_grad():
+        a_eff = torch.where(keep, alpha, torch.zeros_like(alpha))
+        T_incl = torch.cumprod(1 - a_eff, dim=-1)
+        used = keep & (T_incl >= T_MIN)  # T only decreases: once below, all later are out
+    a_used = torch.where(used, alpha, torch.zeros_like(alpha))
+    T_all = torch.cumprod(1 - a_used, dim=-1)
+    T_excl = torch.cat((torch.ones_like(T_all[..., :1]), T_all[..., :-1]), -1)
+    w = a_used * T_excl
+    T_final = T_all[..., -1:] if N > 0 else torch.ones(C, H, W, 1, dtype=means.dtype, device=means.device)
+    render = torch.einsum("chwn,cnd->chwd", w, col)
+    if backgrounds is not None:
+        render = render + T_final * backgrounds[:, None, None, :]
+    depth = torch.einsum("chwn,cn->chw", w, z)[..., None]
+    return render, depth, 1 - T_final

@@ -1,0 +1,492 @@
+"""rasterize_camera (SPEC section 3): parity of the fused op (C CPU and CUDA)
+with the dense pure-PyTorch reference, forward and backward; edge
+Gaussians; gradcheck; CUDA vs CPU at moderate size; no host sync; CUDA
+graphs; the binning overflow policy; opcheck; torch.compile; errors."""
+import math
+import warnings
+
+import pytest
+import torch
+
+import nurec_ops
+from nurec_ops import _binning
+from nurec_ops import reference as ref
+from nurec_ops.rasterize_camera import _POLICY, check_overflow
+
+from conftest import DEVICES, DTYPES, GPU, HAS_CUDA, assert_close, gpu, poison_allocator, random_quats
+
+OPS = torch.ops.nurec_ops
+
+
+# ---------------------------------------------------------------- scenes
+
+def look_at(eye, target=(0.0, 0.0, 0.0), up=(0.0, -1.0, 0.0)):
+    """World -> camera (OpenCV) viewmat of a camera at `eye` looking at `target`."""
+    eye = torch.as_tensor(eye, dtype=torch.float64)
+    f = torch.as_tensor(target, dtype=torch.float64) - eye
+    f = f / f.norm()
+    r = torch.linalg.cross(torch.as_tensor(up, dtype=torch.float64), f)
+    r = r / r.norm()
+    d = torch.linalg.cross(f, r)
+    R = torch.stack((r, d, f))
+    V = torch.eye(4, dtype=torch.float64)
+    V[:3, :3] = R
+    V[:3, 3] = -R @ eye
+    return V
+
+
+def cameras(C, W, H, f=30.0, dist=4.0):
+    eyes = []
+    for _ in range(C):
+        a = torch.rand(()).item() * 2 * math.pi
+        eyes.append((dist * math.cos(a), torch.empty(()).uniform_(-1, 1).item(), dist * math.sin(a)))
+    V = torch.stack([look_at(e) for e in eyes])
+    K = torch.tensor([[f, 0, W / 2 + 0.3], [0, f * 1.05, H / 2 - 0.2], [0, 0, 1]], dtype=torch.float64)
+    return V, K.expand(C, 3, 3).clone()
+
+
+def random_scene(N=200, C=3, W=40, H=30, D=3, sh=None):
+    """Gaussians in a 2 m ball seen from C cameras 4 m away (float64, CPU)."""
+    means = torch.randn(N, 3, dtype=torch.float64) * 0.8
+    quats = random_quats(N)
+    scales = torch.exp(torch.randn(N, 3, dtype=torch.float64) * 0.6 - 2.3)
+    opac = torch.rand(N, dtype=torch.float64) * 0.95
+    if sh is None:
+        feats = torch.rand(N, D, dtype=torch.float64)
+    else:
+        feats = torch.randn(N, (sh + 1) ** 2 + 1, 3, dtype=torch.float64) * 0.4
+    V, K = cameras(C, W, H)
+    return dict(means=means, quats=quats, scales=scales, opacities=opac, features=feats, viewmats=V, Ks=K,
+                width=W, height=H, sh_degree=sh)
+
+
+def edge_scene(W=40, H=30, near=0.5):
+    """Camera 0 sees, in its own frame: a Gaussian behind it, one just before
+    the near plane, one straddling it, off-screen ones (one reaching in), a
+    huge one, tiny ones, transparent and faint ones, one above the 0.99 clamp,
+    and an opaque stack that drives pixels to the transmittance cut-off."""
+    cam = []
+    def add(p, s, o, n=1):
+        for _ in range(n):
+            cam.append((p, s, o))
+    add((0.0, 0.0, -1.0), 0.3, 0.9)          # behind the camera
+    add((0.1, 0.0, near * 0.98), 0.1, 0.9)   # mean just before near: dropped
+    add((0.1, 0.05, near * 1.2), 0.4, 0.8)   # straddles the near plane
+    add((20.0, 0.0, 4.0), 0.2, 0.9)          # far off-screen
+    add((3.0, 0.5, 4.0), 0.4, 0.9)           # centre off-screen, reaches in
+    add((0.0, -2.2, 4.0), 0.3, 0.9)          # above the image, reaches in
+    add((0.3, 0.2, 5.0), 12.0, 0.3)          # huge
+    add((-0.2, 0.1, 3.0), 1e-4, 0.9)         # tiny (eps2d dominates)
+    add((0.25, -0.1, 3.0), 1e-5, 0.5)        # tinier
+    add((0.0, 0.3, 3.5), 0.2, 0.0)           # transparent
+    add((0.1, 0.3, 3.5), 0.2, 1.0 / 300)     # below 1/255 everywhere
+    add((0.2, 0.3, 3.5), 0.2, 0.0045)        # faint: reaches 1/255 only near its centre
+    add((-0.3, -0.3, 3.2), 0.15, 1.0)        # above the 0.99 clamp
+    for k in range(40):                      # opaque stack: T cut-off
+        add((0.02 * math.sin(k), 0.02 * math.cos(k), 2.0 + 0.05 * k), 0.25, 0.95)
+    n = len(cam)
+    pc = torch.tensor([c[0] for c in cam], dtype=torch.float64)
+    s = torch.tensor([c[1] for c in cam], dtype=torch.float64)[:, None] * torch.exp(torch.randn(n, 3, dtype=torch.float64) * 0.2)
+    o = torch.tensor([c[2] for c in cam], dtype=torch.float64)
+    V, K = cameras(2, W, H)
+    V[0] = look_at((0.0, 0.0, -4.0))
+    R, t = V[0, :3, :3], V[0, :3, 3]
+    means = (pc - t) @ R  # camera -> world: R^T (p - t)
+    return dict(means=means, quats=random_quats(n), scales=s, opacities=o,
+                features=torch.rand(n, 3, dtype=torch.float64), viewmats=V, Ks=K, width=W, height=H,
+                sh_degree=None, near=near)
+
+
+GRAD_KEYS = ("means", "quats", "scales", "opacities", "features")
+
+
+def to(scene, device, dtype, grad=True, bg=False):
+    out = {}
+    for k, v in scene.items():
+        if isinstance(v, torch.Tensor):
+            v = v.to(device=device, dtype=dtype)
+            if grad and k in GRAD_KEYS:
+                v = v.requires_grad_(True)
+        out[k] = v
+    if bg:
+        C, D = scene["viewmats"].shape[0], 3 if scene["sh_degree"] is not None else scene["features"].shape[1]
+        out["backgrounds"] = torch.rand(C, D, dtype=dtype, device=device).requires_grad_(grad)
+    return out
+
+
+def run(fn, s):
+    kw = {k: v for k, v in s.items()}
+    return fn(kw.pop("means"), kw.pop("quats"), kw.pop("scales"), kw.pop("opacities"), kw.pop("features"),
+              kw.pop("viewmats"), kw.pop("Ks"), kw.pop("width"), kw.pop("height"), **kw)
+
+
+def grads(outs, s, cot):
+    keys = [k for k in GRAD_KEYS + ("backgrounds",) if k in s and s[k].requires_grad]
+    g = torch.autograd.grad(outs, [s[k] for k in keys], cot, allow_unused=True)
+    return dict(zip(keys, g))
+
+
+def assert_close_flips(actual, expected, dtype, factor=1.0, msg="", max_frac=2e-3, bound=0.02):
+    """assert_close, except that in float32 a few elements (at most
+    ``max_frac`` of them, each off by at most ``bound`` of the tensor's
+    scale) may differ: a float32 alpha that rounds to the other side of 1/255
+    (or T of 1e-4) than the float64 reference takes a Gaussian in or out of
+    one pixel. Such flips are rounding, not bugs (seen at ~3e-9 from 1/255)."""
+    if dtype == torch.float64:
+        return assert_close(actual, expected, dtype, factor=factor, msg=msg)
+    a = actual.detach().to("cpu", torch.float64)
+    e = expected.detach().to("cpu", torch.float64)
+    assert a.shape == e.shape, msg
+    assert torch.isfinite(a).all(), f"{msg}: non-finite values"
+    if e.numel() == 0:
+        return
+    scale = max(1.0, e.abs().max().item())
+    t = 2e-5 * factor
+    err = (a - e).abs()
+    bad = err > t * scale + t * e.abs()
+    frac = bad.double().mean().item()
+    assert frac <= max_frac, f"{msg}: {int(bad.sum())} of {e.numel()} elements off (max {err.max().item():.3g})"
+    assert (err[bad] <= bound * scale).all(), f"{msg}: an element is off by {err.max().item():.3g} (scale {scale:.3g})"
+
+
+def check_parity(scene, device, dtype, bg=False, factor=1.0):
+    s = to(scene, device, dtype, bg=bg)
+    r = to(scene, "cpu", torch.float64, bg=False)
+    if bg:
+        r["backgrounds"] = s["backgrounds"].detach().to("cpu", torch.float64).requires_grad_(True)
+    # the reference sees the same (rounded) inputs
+    for k in GRAD_KEYS:
+        r[k] = s[k].detach().to("cpu", torch.float64).requires_grad_(True)
+    poison_allocator(device)
+    out = run(nurec_ops.rasterize_camera, s)
+    expect = run(ref.rasterize_camera, r)
+    for name, a, e in zip(("render", "depth", "alpha"), out, expect):
+        assert a.dtype == dtype and a.device.type == torch.device(device).type
+        assert_close_flips(a, e, dtype, factor=factor, msg=name)
+    cot = [torch.randn_like(e) for e in expect]
+    poison_allocator(device)
+    g = grads(out, s, [c.to(device=device, dtype=dtype) for c in cot])
+    ge = grads(expect, r, cot)
+    for k in ge:
+        assert g[k] is not None, k
+        assert_close_flips(g[k], ge[k], dtype, factor=10 * factor, msg=f"grad {k}", max_frac=0.02)
+
+
+# ------------------------------------------------------------ parity tests
+
+CASES = [
+    pytest.param(dict(D=3), False, id="rgb"),
+    pytest.param(dict(D=3), True, id="rgb-bg"),
+    pytest.param(dict(D=1), False, id="d1"),
+    pytest.param(dict(D=4), True, id="d4-bg"),
+    pytest.param(dict(D=9), True, id="d9-bg"),  # several channel passes on CUDA
+    pytest.param(dict(sh=0), False, id="sh0"),
+    pytest.param(dict(sh=1), True, id="sh1-bg"),
+    pytest.param(dict(sh=2), False, id="sh2"),
+    pytest.param(dict(sh=3), False, id="sh3"),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind,bg", CASES)
+def test_parity_random(device, dtype, kind, bg):
+    check_parity(random_scene(N=200, C=3, **kind), device, dtype, bg=bg)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_parity_edge_gaussians(device, dtype):
+    scene = edge_scene()
+    s = to(scene, "cpu", torch.float64)
+    _, _, alpha = run(ref.rasterize_camera, {**s})
+    # the scene does what it says: some pixels hit the cut-off
+    assert (alpha[0] > 1 - 2e-4).any()
+    check_parity(scene, device, dtype, bg=True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_many_cameras_and_sizes(device):
+    # odd sizes (partial tiles), more cameras, a wide image
+    scene = random_scene(N=150, C=5, W=53, H=17)
+    check_parity(scene, device, torch.float64)
+
+
+def test_gradcheck_cpu():
+    scene = random_scene(N=6, C=2, W=12, H=10, D=2)
+    scene["opacities"] = torch.rand(6, dtype=torch.float64) * 0.4 + 0.3
+    scene["means"] = scene["means"] * 0.3
+    scene["scales"] = torch.full((6, 3), 0.25, dtype=torch.float64) * torch.exp(torch.randn(6, 3, dtype=torch.float64) * 0.2)
+    s = to(scene, "cpu", torch.float64, bg=True)
+    keys = list(GRAD_KEYS) + ["backgrounds"]
+
+    def f(*xs):
+        kw = dict(s)
+        kw.update(dict(zip(keys, xs)))
+        return run(nurec_ops.rasterize_camera, kw)
+
+    assert torch.autograd.gradcheck(f, [s[k] for k in keys], eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+def test_gradcheck_cpu_sh():
+    scene = random_scene(N=5, C=2, W=10, H=9, sh=3)
+    scene["opacities"] = torch.rand(5, dtype=torch.float64) * 0.4 + 0.3
+    scene["means"] = scene["means"] * 0.3
+    scene["scales"] = torch.full((5, 3), 0.25, dtype=torch.float64)
+    s = to(scene, "cpu", torch.float64)
+    keys = list(GRAD_KEYS)
+
+    def f(*xs):
+        kw = dict(s)
+        kw.update(dict(zip(keys, xs)))
+        return run(nurec_ops.rasterize_camera, kw)
+
+    assert torch.autograd.gradcheck(f, [s[k] for k in keys], eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_noncontiguous_and_empty(device):
+    scene = random_scene(N=50, C=2, W=20, H=16)
+    s = to(scene, device, torch.float64, grad=False)
+    nc = dict(s)
+    nc["means"] = torch.stack((s["means"], s["means"]), 2)[..., 0]
+    nc["features"] = s["features"].t().contiguous().t()
+    a = run(nurec_ops.rasterize_camera, s)
+    b = run(nurec_ops.rasterize_camera, nc)
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)
+    # no Gaussians: background only
+    e = dict(s)
+    for k in GRAD_KEYS:
+        e[k] = s[k][:0]
+    e["backgrounds"] = torch.rand(2, 3, dtype=torch.float64, device=device)
+    r, d, al = run(nurec_ops.rasterize_camera, e)
+    assert torch.equal(r, e["backgrounds"][:, None, None, :].expand(2, 16, 20, 3))
+    assert (d == 0).all() and (al == 0).all()
+    # no cameras, no pixels
+    e = dict(s, viewmats=s["viewmats"][:0], Ks=s["Ks"][:0])
+    assert [tuple(t.shape) for t in run(nurec_ops.rasterize_camera, e)] == [(0, 16, 20, 3), (0, 16, 20, 1), (0, 16, 20, 1)]
+    e = dict(s, width=0)
+    assert [tuple(t.shape) for t in run(nurec_ops.rasterize_camera, e)] == [(2, 16, 0, 3), (2, 16, 0, 1), (2, 16, 0, 1)]
+
+
+# ------------------------------------------------------------------ errors
+
+def _bad(**change):
+    def make(s):
+        s = dict(s)
+        for k, v in change.items():
+            s[k] = v(s) if callable(v) else v
+        return s
+    return make
+
+
+ERRORS = [
+    ("means", _bad(means=lambda s: s["means"][:, :2])),
+    ("quats", _bad(quats=lambda s: s["quats"][:-1])),
+    ("scales", _bad(scales=lambda s: s["scales"].float())),
+    ("opacities", _bad(opacities=lambda s: s["opacities"][:, None])),
+    ("features", _bad(features=lambda s: s["features"][:, :0])),
+    ("sh_degree", _bad(features=lambda s: s["features"][:, None].expand(-1, 4, -1))),
+    ("sh_degree", _bad(sh_degree=4, features=lambda s: s["features"][:, None].expand(-1, 25, -1))),
+    ("features", _bad(sh_degree=2, features=lambda s: s["features"][:, None].expand(-1, 4, -1))),
+    ("viewmats", _bad(viewmats=lambda s: s["viewmats"][:, :3])),
+    ("Ks", _bad(Ks=lambda s: s["Ks"][:1])),
+    ("backgrounds", _bad(backgrounds=lambda s: torch.zeros(2, 4, dtype=torch.float64, device=s["means"].device))),
+    ("near", _bad(near=0.0)),
+    ("far", _bad(far=0.001)),
+    ("width", _bad(width=-3)),
+    ("means", _bad(means=lambda s: s["means"].to(torch.int64))),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name,make", ERRORS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(ERRORS)])
+def test_bad_input(device, name, make):
+    s = to(random_scene(N=10, C=2, W=8, H=8), device, torch.float64, grad=False)
+    with pytest.raises(RuntimeError, match=f"`{name}`"):
+        run(nurec_ops.rasterize_camera, make(s))
+    # the fake kernel raises the same message
+    bad = make(s)
+    mode = torch._subclasses.fake_tensor.FakeTensorMode()
+    fs = {k: (mode.from_tensor(v) if isinstance(v, torch.Tensor) else v) for k, v in bad.items()}
+    with pytest.raises(RuntimeError, match=f"`{name}`"):
+        with mode:
+            run(nurec_ops.rasterize_camera, fs)
+
+
+@gpu
+def test_mixed_devices():
+    s = to(random_scene(N=10, C=2, W=8, H=8), "cuda", torch.float64, grad=False)
+    s["Ks"] = s["Ks"].cpu()
+    with pytest.raises(RuntimeError, match="`Ks`"):
+        run(nurec_ops.rasterize_camera, s)
+
+
+# ------------------------------------------------------- opcheck / compile
+
+def _op_args(device, dtype=torch.float64, sh=None):
+    s = to(random_scene(N=30, C=2, W=20, H=18, sh=sh), device, dtype, bg=True)
+    cap = 1 << 14
+    return (s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["Ks"],
+            s["backgrounds"], 20, 18, 0.01, 1e10, -1 if sh is None else sh, cap)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("sh", [None, 2])
+def test_opcheck(device, sh):
+    torch.library.opcheck(OPS.rasterize_camera_fwd, _op_args(device, sh=sh))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_compile_fullgraph(device):
+    s = to(random_scene(N=60, C=2, W=24, H=20), device, torch.float32, bg=True)
+
+    def f(m, q, sc, o, feat, V, K, bg):
+        r, d, a = nurec_ops.rasterize_camera(m, q, sc, o, feat, V, K, 24, 20, backgrounds=bg, capacity=1 << 15)
+        return (r.sum() + 0.1 * d.sum() + a.sum())
+
+    args = [s[k] for k in ("means", "quats", "scales", "opacities", "features", "viewmats", "Ks", "backgrounds")]
+    eager = f(*args)
+    ge = torch.autograd.grad(eager, args[:5])
+    cf = torch.compile(f, fullgraph=True)
+    out = cf(*args)
+    gc = torch.autograd.grad(out, args[:5])
+    torch.testing.assert_close(out, eager)
+    for a, b in zip(gc, ge):
+        torch.testing.assert_close(a, b)
+
+
+# --------------------------------------------------------------- CUDA only
+
+@gpu
+def test_cuda_vs_cpu_large():
+    torch.manual_seed(torch.initial_seed() % (1 << 31))
+    W, H, N = 648, 420, 100_000
+    means = torch.rand(N, 3, dtype=torch.float64) * 4 - 2
+    scene = dict(means=means, quats=random_quats(N), scales=torch.rand(N, 3, dtype=torch.float64) * 0.02 + 1e-4,
+                 opacities=torch.rand(N, dtype=torch.float64), features=torch.rand(N, 3, dtype=torch.float64),
+                 width=W, height=H, sh_degree=None)
+    V, K = cameras(2, W, H, f=480.0, dist=5.0)
+    scene.update(viewmats=V, Ks=K)
+    for dtype in (torch.float32, torch.float64):
+        c = to(scene, "cuda", dtype, bg=True)
+        p = to(scene, "cpu", dtype, bg=False)
+        p["backgrounds"] = c["backgrounds"].detach().cpu().requires_grad_(True)
+        oc = run(nurec_ops.rasterize_camera, c)
+        op = run(nurec_ops.rasterize_camera, p)
+        cot = [torch.randn_like(o) for o in op]
+        gc = grads(oc, c, [x.cuda() for x in cot])
+        gp = grads(op, p, cot)
+        f = 1.0 if dtype == torch.float64 else 5.0
+        for name, a, b in zip("rda", oc, op):
+            if dtype == torch.float64:
+                assert_close(a, b, dtype, factor=10, msg=name)
+            else:  # rare alpha-threshold flips from FMA rounding: judge per pixel
+                bad = ((a.cpu() - b).abs() > 1e-3 * max(1.0, b.abs().max().item())).sum().item()
+                assert bad <= 1e-4 * b.numel(), (name, bad)
+        for k in gp:
+            a, b = gc[k].cpu().double(), gp[k].double()
+            err = (a - b).norm() / b.norm().clamp_min(1e-12)
+            assert err < (1e-9 if dtype == torch.float64 else 2e-3 * f), (k, err.item())
+
+
+def _gpu_scene(dtype=torch.float32, N=3000, W=96, H=64, C=2):
+    scene = random_scene(N=N, C=C, W=W, H=H)
+    return to(scene, "cuda", dtype, bg=True)
+
+
+@gpu
+def test_cuda_no_host_sync():
+    s = _gpu_scene()
+    for _ in range(3):  # warm-up: capacity reports arrive, allocator primed
+        out = run(nurec_ops.rasterize_camera, s)
+        grads(out, s, [torch.ones_like(o) for o in out])
+        torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(2):
+            out = run(nurec_ops.rasterize_camera, s)
+            g = grads(out, s, [torch.ones_like(o) for o in out])
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()
+    assert all(torch.isfinite(o).all() for o in out)
+    assert all(torch.isfinite(v).all() for v in g.values())
+
+
+@gpu
+def test_cuda_graph_capture_replay():
+    s = _gpu_scene()
+    static = {k: (v.detach().clone().requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) else v)
+              for k, v in s.items()}
+    cot = [torch.randn(2, 64, 96, 3, device="cuda"), torch.randn(2, 64, 96, 1, device="cuda"),
+           torch.randn(2, 64, 96, 1, device="cuda")]
+
+    def step(x):
+        out = run(lambda *a, **k: nurec_ops.rasterize_camera(*a, **k, capacity=1 << 18), x)
+        return out, grads(out, x, cot)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            step(static)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        gout, ggrads = step(static)
+    for trial in range(2):
+        new = _gpu_scene()
+        with torch.no_grad():
+            for k, v in new.items():
+                if isinstance(v, torch.Tensor):
+                    static[k].copy_(v)
+        graph.replay()
+        eout, egrads = step(new)
+        for a, b in zip(gout, eout):
+            torch.testing.assert_close(a, b)
+        for k in egrads:
+            torch.testing.assert_close(ggrads[k], egrads[k], rtol=1e-4, atol=1e-4)
+
+
+@gpu
+def test_cuda_overflow_policy():
+    s = _gpu_scene()
+    good = [o.detach() for o in run(nurec_ops.rasterize_camera, dict(s, binning="exact"))]
+    # a fixed capacity that is too small: NaN outputs, zero gradients, never a wrong image
+    out = run(nurec_ops.rasterize_camera, dict(s, capacity=100))
+    assert all(torch.isnan(o).all() for o in out)
+    g = grads(out, s, [torch.ones_like(o) for o in out])
+    assert all((v == 0).all() for v in g.values())
+    # the automatic policy: force a tiny capacity, the call overflows, the next one warns and grows
+    key = (2, 96, 64)
+    k = _POLICY._key(torch.device("cuda"), key)
+    _POLICY.poll()
+    _POLICY.capacity[k] = 1000
+    out = run(nurec_ops.rasterize_camera, s)
+    assert torch.isnan(out[0]).all()
+    torch.cuda.synchronize()  # the report has arrived (the policy itself never waits)
+    with pytest.warns(RuntimeWarning, match="needed .* intersections but its binning capacity was 1000"):
+        out = run(nurec_ops.rasterize_camera, s)
+    assert _POLICY.capacity[k] > 1000
+    for a, b in zip(out, good):
+        torch.testing.assert_close(a, b)
+    # on_overflow="raise"
+    torch.cuda.synchronize()
+    check_overflow()  # reads the last report (which would grow the capacity back)
+    _POLICY.capacity[k] = 1000
+    run(nurec_ops.rasterize_camera, s)
+    torch.cuda.synchronize()
+    with pytest.raises(RuntimeError, match="binning capacity was 1000"):
+        run(nurec_ops.rasterize_camera, dict(s, on_overflow="raise"))
+    # exact mode: one sync, re-run on overflow, always right
+    torch.cuda.synchronize()
+    _POLICY.poll()
+    _POLICY.capacity[k] = 1000
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = run(nurec_ops.rasterize_camera, dict(s, binning="exact"))
+    for a, b in zip(out, good):
+        torch.testing.assert_close(a, b)
+    _POLICY.poll()
