@@ -4,11 +4,13 @@ import torch
 
 from . import _checks as C
 from ._library import ops
+from .nvtx import ranged
 from .track_poses import check_inputs as _check_track_inputs
 
 _OP = "collect_gaussian_parameters"
 
 
+@ranged("nurec_ops.collect_gaussian_parameters")
 def collect_gaussian_parameters(means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside):
     """Moves actor Gaussians into the world and activates all Gaussians, in one kernel.
 
@@ -36,6 +38,7 @@ def collect_gaussian_parameters(means, quats, log_scales, opacity_logits, track_
     return means_w, quats_w, scales, opacities
 
 
+@ranged("nurec_ops.collect")
 def collect(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode="slerp"):
     """:func:`interpolate_track_poses` then :func:`collect_gaussian_parameters`
     at one query time, as one op: two kernel launches forward (on Hopper the

@@ -14,6 +14,7 @@ when nurec_ops is imported, turns it on. The op wrappers always write::
 and when off that costs one module-level flag check and a shared no-op context
 manager: no allocation, no call into torch.
 """
+import functools
 import os
 
 import torch
@@ -94,3 +95,22 @@ def nvtx_range(name: str):
     if not _enabled:
         return _OFF
     return _Range(name)
+
+
+def ranged(name: str):
+    """Decorator for the op wrappers: the call runs inside ``nvtx_range(name)``
+    while NVTX is on. While it is off the wrapper costs one flag check, and
+    under torch.compile the flag is a constant, so no context manager is
+    traced (fullgraph stays possible)."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if not _enabled:
+                return fn(*args, **kwargs)
+            with _Range(name):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    return decorate

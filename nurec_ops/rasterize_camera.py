@@ -5,12 +5,14 @@ import torch
 from . import _binning
 from . import _checks as Ck
 from ._library import ops
+from .nvtx import ranged
 
 _OP = "rasterize_camera"
 _TILE = 16
 _POLICY = _binning.policy(_OP)
 
 
+@ranged("nurec_ops.rasterize_camera")
 def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
                      near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, binning="auto",
                      capacity=None, on_overflow="warn"):

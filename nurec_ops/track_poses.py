@@ -3,10 +3,12 @@ import torch
 
 from . import _checks as C
 from ._library import ops
+from .nvtx import ranged
 
 _OP = "interpolate_track_poses"
 
 
+@ranged("nurec_ops.interpolate_track_poses")
 def interpolate_track_poses(key_poses, key_times, track_ranges, query_times, mode="slerp"):
     """Pose of every actor track at a query time, from keyframed poses.
 

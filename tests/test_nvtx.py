@@ -129,3 +129,31 @@ def test_on_without_an_nvtx_library_still_records_the_range(monkeypatch):
 
     assert "nurec_ops.no_nvtx" in _profiled_names(body)
     assert nvtx._nvtx_works is False
+
+
+OP_CALLS = [
+    ("nurec_ops.interpolate_track_poses", lambda: nurec_ops.interpolate_track_poses(
+        torch.randn(3, 7), torch.arange(3), torch.tensor([[0, 3]]), torch.tensor([1]))),
+    ("nurec_ops.collect_gaussian_parameters", lambda: nurec_ops.collect_gaussian_parameters(
+        torch.randn(4, 3), torch.randn(4, 4), torch.randn(4, 3), torch.randn(4), torch.full((4,), -1),
+        torch.randn(0, 7), torch.zeros(0, dtype=torch.bool))),
+    ("nurec_ops.collect", lambda: nurec_ops.collect(
+        torch.randn(4, 3), torch.randn(4, 4), torch.randn(4, 3), torch.randn(4), torch.zeros(4, dtype=torch.int64),
+        torch.randn(3, 7), torch.arange(3), torch.tensor([[0, 3]]), torch.tensor([1]))),
+]
+
+
+@pytest.mark.parametrize("name,call", OP_CALLS, ids=[n for n, _ in OP_CALLS])
+def test_ops_open_a_range_named_after_the_op_only_when_on(nvtx_calls, name, call):
+    def ranges():
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            call()
+        return {e.name for e in prof.events()}
+
+    assert name not in ranges()
+    nvtx.set_nvtx(True)
+    try:
+        assert name in ranges()
+    finally:
+        nvtx.set_nvtx(False)
+    assert name not in ranges()
