@@ -322,27 +322,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> collect_backward(
 // intermediates (sizes from shapes and the host-chosen `capacity` only), and
 // the CPU / CUDA launchers of csrc/rasterize_camera and csrc/tiles.
 
-// A dense tensor of `shape` and dtype `dtype` (aoti dtype code) on like's device.
-Tensor rc_empty(const Tensor& like, std::initializer_list<int64_t> shape, int32_t dtype) {
-    int64_t sizes[8], strides[8];
-    int64_t ndim = (int64_t)shape.size(), d = 0;
-    for (int64_t v : shape) sizes[d++] = v;
-    int64_t st = 1;
-    for (d = ndim - 1; d >= 0; --d) {
-        strides[d] = st;
-        st *= sizes[d] > 1 ? sizes[d] : 1;
-    }
-    int32_t dev_type, dev_index;
-    AtenTensorHandle h = like.get();
-    NUREC_CHECK(aoti_torch_get_device_type(h, &dev_type) == AOTI_TORCH_SUCCESS &&
-                        aoti_torch_get_device_index(h, &dev_index) == AOTI_TORCH_SUCCESS,
-                    "nurec_ops: could not read a tensor's device");
-    AtenTensorHandle out = nullptr;
-    NUREC_CHECK(aoti_torch_empty_strided(ndim, sizes, strides, dtype, dev_type, dev_index,
-                                             &out) == AOTI_TORCH_SUCCESS,
-                    "nurec_ops: allocation of an intermediate failed");
-    return Tensor(out);
-}
 
 struct RcInputs {
     nurec_rasterize_camera_params p;
@@ -466,13 +445,13 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
     Tensor depth = empty_like_shape(in.means, {C, H, W, 1});
     Tensor alpha = empty_like_shape(in.means, {C, H, W, 1});
     Tensor records = empty_like_shape(in.means, {C, N, NUREC_TREC_SIZE});
-    Tensor counts = rc_empty(in.means, {C, N}, i64);
-    Tensor offsets = rc_empty(in.means, {C, N}, i64);
+    Tensor counts = empty_dense(in.means, {C, N}, i64);
+    Tensor offsets = empty_dense(in.means, {C, N}, i64);
     Tensor colors = empty_like_shape(in.means, {sh_degree >= 0 ? P * 3 : 0});
-    Tensor tile_ranges = rc_empty(in.means, {C, p.tiles_y, p.tiles_x, 2}, i64);
+    Tensor tile_ranges = empty_dense(in.means, {C, p.tiles_y, p.tiles_x, 2}, i64);
     Tensor final_T = empty_like_shape(in.means, {C, H, W});
-    Tensor last = rc_empty(in.means, {C, H, W}, i32);
-    Tensor status = rc_empty(in.means, {2}, i64);
+    Tensor last = empty_dense(in.means, {C, H, W}, i32);
+    Tensor status = empty_dense(in.means, {2}, i64);
     p.records = records.data_ptr();
     p.counts = (int64_t*)counts.data_ptr();
     p.offsets = (int64_t*)offsets.data_ptr();
@@ -489,7 +468,7 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
     if (in.means.is_cpu()) {
         int64_t total = 0;
         rc_check_status(op, nurec_rasterize_camera_project_cpu(&p, &total));
-        isect = rc_empty(in.means, {total}, i32);
+        isect = empty_dense(in.means, {total}, i32);
         p.capacity = total;
         p.isect_items = (int32_t*)isect.data_ptr();
         rc_check_status(op, nurec_rasterize_camera_forward_cpu(&p));
@@ -498,12 +477,12 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
     }
 #ifdef NUREC_WITH_CUDA
     NUREC_CHECK(capacity >= 0, "nurec_ops.", op, ": `capacity` must be >= 0, got ", capacity);
-    isect = rc_empty(in.means, {capacity}, i32);
+    isect = empty_dense(in.means, {capacity}, i32);
     p.capacity = capacity;
     p.isect_items = (int32_t*)isect.data_ptr();
     size_t ws = nurec_rasterize_camera_workspace_bytes(&p);
     NUREC_CHECK(ws > 0, "nurec_ops.", op, ": could not size the binning workspace");
-    Tensor workspace = rc_empty(in.means, {(int64_t)ws}, u8);
+    Tensor workspace = empty_dense(in.means, {(int64_t)ws}, u8);
     p.workspace = workspace.data_ptr();
     p.workspace_bytes = ws;
     auto cuda = [](const nurec_rasterize_camera_params* q, void* s) {

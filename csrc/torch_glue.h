@@ -117,11 +117,12 @@ inline Tensor dense(const Tensor& t) {
     return t.is_contiguous() ? t : torch::stable::contiguous(t);
 }
 
-// A new dense tensor on `like`'s device, of `like`'s dtype or bool. Calls the
-// allocator shim directly (not aten::empty through the boxed dispatcher):
-// host overhead per op call matters for ops that run in microseconds.
-inline Tensor empty_like_shape(const Tensor& like, std::initializer_list<int64_t> shape,
-                               bool as_bool = false) {
+// A new dense tensor of `shape` and dtype `dtype` (an aoti dtype code) on
+// `like`'s device. Calls the allocator shim directly (not aten::empty through
+// the boxed dispatcher): host overhead per op call matters for ops that run
+// in microseconds.
+inline Tensor empty_dense(const Tensor& like, std::initializer_list<int64_t> shape,
+                          int32_t dtype) {
     int64_t sizes[8], strides[8];
     int64_t ndim = (int64_t)shape.size(), d = 0;
     for (int64_t v : shape) sizes[d++] = v;
@@ -130,18 +131,25 @@ inline Tensor empty_like_shape(const Tensor& like, std::initializer_list<int64_t
         strides[d] = st;
         st *= sizes[d] > 1 ? sizes[d] : 1;
     }
-    int32_t dtype, dev_type, dev_index;
+    int32_t dev_type, dev_index;
     AtenTensorHandle h = like.get();
-    NUREC_CHECK(aoti_torch_get_dtype(h, &dtype) == AOTI_TORCH_SUCCESS &&
-                    aoti_torch_get_device_type(h, &dev_type) == AOTI_TORCH_SUCCESS &&
+    NUREC_CHECK(aoti_torch_get_device_type(h, &dev_type) == AOTI_TORCH_SUCCESS &&
                     aoti_torch_get_device_index(h, &dev_index) == AOTI_TORCH_SUCCESS,
-                    "nurec_ops: could not read a tensor's dtype or device");
-    if (as_bool) dtype = aoti_torch_dtype_bool();
+                "nurec_ops: could not read a tensor's device");
     AtenTensorHandle out = nullptr;
-    NUREC_CHECK(aoti_torch_empty_strided(ndim, sizes, strides, dtype, dev_type, dev_index,
-                                             &out) == AOTI_TORCH_SUCCESS,
-                    "nurec_ops: allocation of an output failed");
+    NUREC_CHECK(aoti_torch_empty_strided(ndim, sizes, strides, dtype, dev_type, dev_index, &out) ==
+                    AOTI_TORCH_SUCCESS,
+                "nurec_ops: allocation of an output failed");
     return Tensor(out);
+}
+
+// A new dense tensor on `like`'s device, of `like`'s dtype or bool.
+inline Tensor empty_like_shape(const Tensor& like, std::initializer_list<int64_t> shape,
+                               bool as_bool = false) {
+    int32_t dtype;
+    NUREC_CHECK(aoti_torch_get_dtype(like.get(), &dtype) == AOTI_TORCH_SUCCESS,
+                "nurec_ops: could not read a tensor's dtype");
+    return empty_dense(like, shape, as_bool ? aoti_torch_dtype_bool() : dtype);
 }
 
 inline void check_status(const char* op, int status) {

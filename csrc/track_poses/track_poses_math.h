@@ -68,6 +68,16 @@ NUREC_HD int nurec_track_locate(const int64_t* key_times, int64_t num_keys,
     return nurec_track_finish(key_times, last, t, mode, l, a);
 }
 
+/* nurec_track_locate for track k of a params struct (CPU kernels). */
+NUREC_HD int nurec_track_locate_k(const nurec_track_poses_params* p, int64_t k, int64_t* l,
+                                  double* a, int* inside) {
+    int64_t start = nurec_load_index(p->track_ranges, p->ranges_are_int64, 2 * k);
+    int64_t count = nurec_load_index(p->track_ranges, p->ranges_are_int64, 2 * k + 1);
+    *l = 0;
+    return nurec_track_locate(p->key_times, p->num_keys, start, count,
+                              p->query_times[k * p->query_stride], p->mode, l, a, inside);
+}
+
 #define NUREC_GENERIC_FILE "track_poses/track_poses_math_generic.h"
 #include "math/generic.h"
 
