@@ -236,8 +236,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> collect_gaussian_parameters_b
 // ---------------------------------------------- collect at a time (fused)
 // interpolate_track_poses and collect_gaussian_parameters in one op: one
 // dispatcher call and one autograd node per frame instead of two (host
-// overhead, not device time, bounds these microsecond kernels). The track
-// poses are recomputed in the backward (one tiny kernel) rather than saved.
+// overhead, not device time, bounds these microsecond kernels).
 
 bool pdl_enabled() {
     static const bool on = [] {
@@ -271,11 +270,12 @@ CollectAtTime collect_at_time_inputs(const char* op, Tensor& means, Tensor& quat
     return c;
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor> collect(Tensor means, Tensor quats, Tensor log_scales,
-                                                   Tensor opacity_logits, Tensor track_ids,
-                                                   Tensor key_poses, Tensor key_times,
-                                                   Tensor track_ranges, Tensor query_times,
-                                                   std::string mode) {
+// Also returns the track poses and inside flags it computed: the backward
+// takes them back instead of recomputing them (one kernel fewer).
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> collect(
+    Tensor means, Tensor quats, Tensor log_scales, Tensor opacity_logits, Tensor track_ids,
+    Tensor key_poses, Tensor key_times, Tensor track_ranges, Tensor query_times,
+    std::string mode) {
     const char* op = "collect";
     CollectAtTime c = collect_at_time_inputs(op, means, quats, log_scales, opacity_logits,
                                              track_ids, key_poses, key_times, track_ranges,
@@ -295,23 +295,18 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> collect(Tensor means, Tensor quats, T
     // measured no faster on the H200 while the pose kernel's latency is exposed)
     c.cp.after_track_poses = c.tp.num_tracks > 0 && pdl_enabled();
     check_status(op, launch(op, means, c.cp, nurec_collect_forward_cpu, nurec_collect_forward_cuda));
-    return {means_w, quats_w, scales, opacities};
+    return {means_w, quats_w, scales, opacities, c.poses, c.inside};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> collect_backward(
     Tensor grad_means_w, Tensor grad_quats_w, Tensor grad_scales, Tensor grad_opacities,
     Tensor means, Tensor quats, Tensor log_scales, Tensor opacity_logits, Tensor track_ids,
-    Tensor key_poses, Tensor key_times, Tensor track_ranges, Tensor query_times,
-    std::string mode) {
-    const char* op = "collect_backward";
-    CollectAtTime c = collect_at_time_inputs(op, means, quats, log_scales, opacity_logits,
-                                             track_ids, key_poses, key_times, track_ranges,
-                                             query_times, mode);
-    check_status(op, launch(op, means, c.tp, nurec_track_poses_forward_cpu,
-                            nurec_track_poses_forward_cuda));
+    Tensor track_poses, Tensor track_inside, Tensor key_poses, Tensor key_times,
+    Tensor track_ranges, Tensor query_times, std::string mode) {
     auto g = collect_gaussian_parameters_backward(grad_means_w, grad_quats_w, grad_scales,
                                                   grad_opacities, means, quats, log_scales,
-                                                  opacity_logits, track_ids, c.poses, c.inside);
+                                                  opacity_logits, track_ids, track_poses,
+                                                  track_inside);
     Tensor g_keys = interpolate_track_poses_backward(std::get<4>(g), key_poses, key_times,
                                                      track_ranges, query_times, mode);
     return {std::get<0>(g), std::get<1>(g), std::get<2>(g), std::get<3>(g), g_keys};
@@ -604,11 +599,12 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
     m.def("collect(Tensor means, Tensor quats, Tensor log_scales, Tensor opacity_logits, "
           "Tensor track_ids, Tensor key_poses, Tensor key_times, Tensor track_ranges, "
           "Tensor query_times, str mode=\"slerp\") "
-          "-> (Tensor means_w, Tensor quats_w, Tensor scales, Tensor opacities)");
+          "-> (Tensor means_w, Tensor quats_w, Tensor scales, Tensor opacities, "
+          "Tensor track_poses, Tensor track_inside)");
     m.def("collect_backward(Tensor grad_means_w, Tensor grad_quats_w, Tensor grad_scales, "
           "Tensor grad_opacities, Tensor means, Tensor quats, Tensor log_scales, "
-          "Tensor opacity_logits, Tensor track_ids, Tensor key_poses, Tensor key_times, "
-          "Tensor track_ranges, Tensor query_times, str mode) "
+          "Tensor opacity_logits, Tensor track_ids, Tensor track_poses, Tensor track_inside, "
+          "Tensor key_poses, Tensor key_times, Tensor track_ranges, Tensor query_times, str mode) "
           "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
     // ---- rasterize_camera (issue 3)
     m.def("rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, "

@@ -45,15 +45,18 @@ def collect(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_
     second starts while the first runs, and only Gaussians on tracks wait for
     the poses), one dispatcher call and one autograd node. Gradients reach
     ``key_poses`` through both the means and the rotations. Arguments as in
-    the two ops; returns ``(means_w, quats_w, scales, opacities)``."""
+    the two ops; returns ``(means_w, quats_w, scales, opacities)`` (the op
+    under torch.ops also returns the track poses and inside flags, which its
+    backward reuses)."""
     args = (means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode)
     if _needs_autograd(means, quats, log_scales, opacity_logits, key_poses):
-        means_w, quats_w, scales, opacities = ops.collect(*args)
+        out = ops.collect(*args)
     else:
         # Nothing to differentiate: skip the Python autograd layer (a third
         # of the host time of a call, which is most of the call's time).
         with torch._C._AutoDispatchBelowAutograd():
-            means_w, quats_w, scales, opacities = _collect_op(*args)
+            out = _collect_op(*args)
+    means_w, quats_w, scales, opacities, _track_poses, _track_inside = out
     return means_w, quats_w, scales, opacities
 
 
@@ -134,30 +137,43 @@ def _check_at_time(op, means, quats, log_scales, opacity_logits, track_ids, key_
 
 @torch.library.register_fake("nurec_ops::collect")
 def _fake_at_time(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode="slerp"):
-    N, _ = _check_at_time("collect", means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times,
+    N, T = _check_at_time("collect", means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times,
                           track_ranges, query_times, mode)
-    return means.new_empty((N, 3)), means.new_empty((N, 4)), means.new_empty((N, 3)), means.new_empty((N,))
+    return (means.new_empty((N, 3)), means.new_empty((N, 4)), means.new_empty((N, 3)), means.new_empty((N,)),
+            key_poses.new_empty((T, 7)), key_poses.new_empty((T,), dtype=torch.bool))
 
 
 @torch.library.register_fake("nurec_ops::collect_backward")
 def _fake_at_time_backward(grad_means_w, grad_quats_w, grad_scales, grad_opacities, means, quats, log_scales,
-                           opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode):
-    N, _ = _check_at_time("collect_backward", means, quats, log_scales, opacity_logits, track_ids, key_poses,
+                           opacity_logits, track_ids, track_poses, track_inside, key_poses, key_times, track_ranges,
+                           query_times, mode):
+    op = "collect_backward"
+    N, T = _check_at_time(op, means, quats, log_scales, opacity_logits, track_ids, key_poses,
                           key_times, track_ranges, query_times, mode)
-    _check_grads("collect_backward", N, means, (grad_means_w, grad_quats_w, grad_scales, grad_opacities))
+    _check(op, means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside)
+    C.shape(op, "track_poses", track_poses, (T, 7), "[T, 7] (T = track_ranges.shape[0])")
+    _check_grads(op, N, means, (grad_means_w, grad_quats_w, grad_scales, grad_opacities))
     return (means.new_empty((N, 3)), means.new_empty((N, 4)), means.new_empty((N, 3)), means.new_empty((N,)),
             key_poses.new_empty(key_poses.shape))
 
 
 def _setup_context_at_time(ctx, inputs, output):
-    ctx.save_for_backward(*inputs[:9])
-    ctx.mode = inputs[9]
+    means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode = inputs
+    track_poses, track_inside = output[4], output[5]
+    ctx.save_for_backward(means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside,
+                          key_poses, key_times, track_ranges, query_times)
+    ctx.mode = mode
+    # The wrapper hides track_poses / track_inside: leave their gradients
+    # None rather than have autograd fill zeros (a kernel) for them.
+    ctx.set_materialize_grads(False)
 
 
-def _backward_at_time(ctx, grad_means_w, grad_quats_w, grad_scales, grad_opacities):
-    g_means, g_quats, g_log_scales, g_logits, g_keys = ops.collect_backward(
-        grad_means_w, grad_quats_w, grad_scales, grad_opacities, *ctx.saved_tensors, ctx.mode
-    )
+def _backward_at_time(ctx, grad_means_w, grad_quats_w, grad_scales, grad_opacities, _grad_poses, _grad_inside):
+    saved = ctx.saved_tensors
+    grads = [g if g is not None else torch.zeros_like(like)  # an output the loss did not use
+             for g, like in zip((grad_means_w, grad_quats_w, grad_scales, grad_opacities),
+                                (saved[0], saved[1], saved[2], saved[3]))]
+    g_means, g_quats, g_log_scales, g_logits, g_keys = ops.collect_backward(*grads, *saved, ctx.mode)
     return g_means, g_quats, g_log_scales, g_logits, None, g_keys, None, None, None, None
 
 

@@ -1,5 +1,5 @@
 """Dispatcher / CUDA behaviour of the nurec_ops ops (SPEC conventions):
-opcheck of all four registered ops, torch.compile(fullgraph=True), and on
+opcheck of all six registered ops, torch.compile(fullgraph=True), and on
 CUDA (GPU-marked): no host sync, CUDA graph capture of forward + backward
 replayed with new inputs, use of the current (side) stream, and a large
 randomized CUDA-vs-CPU parity run."""
@@ -50,6 +50,14 @@ def test_opcheck_all_ops(device, dtype):
     cots = [torch.randn_like(o) for o in outs]
     torch.library.opcheck(OPS.collect_gaussian_parameters_backward.default,
                           (*cots, *[g[k] for k in G_NAMES], g["track_ids"], poses, inside))
+    # the fused op behind nurec_ops.collect, and its backward
+    args_c = (*leaves, g["track_ids"], kp, tr["key_times"], tr["track_ranges"], qt, "slerp")
+    torch.library.opcheck(OPS.collect.default, args_c)
+    torch.library.opcheck(OPS.collect.default, (*leaves, g["track_ids"], kp, tr["key_times"], tr["track_ranges"],
+                                                qt[:1], "nearest"))
+    torch.library.opcheck(OPS.collect_backward.default,
+                          (*cots, *[g[k] for k in G_NAMES], g["track_ids"], poses, inside, tr["key_poses"],
+                           tr["key_times"], tr["track_ranges"], qt, "slerp"))
 
 
 @pytest.mark.parametrize("device", DEVICES)
