@@ -96,56 +96,14 @@ NR(collect_forward_staged_kernel)(nurec_collect_params p) {
 }
 #endif
 
-__global__ void __launch_bounds__(NUREC_COLLECT_THREADS)
-NR(collect_backward_kernel)(nurec_collect_params p) {
-    __shared__ real_t s_acc[7];
-    __shared__ long long s_key;
+/* Adds one Gaussian's pose gradient (warp-wide call; key -1: none) to its
+ * track: a warp whose lanes all share a track sums in registers first; the
+ * block's own track (bkey) accumulates in shared memory, any other in global
+ * memory. */
+__device__ __forceinline__ void NR(reduce_pose_grad)(long long key, const real_t gpose[7],
+                                                     long long bkey, real_t* s_acc,
+                                                     real_t* gtp) {
     const unsigned full = 0xffffffffu;
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    long long key = -1;  /* the track this thread's pose gradient goes to */
-    real_t gpose[7] = {0, 0, 0, 0, 0, 0, 0};
-    if (i < p.num_gaussians) {
-        int64_t id = nurec_load_index(p.track_ids, p.ids_are_int64, i);
-        int kind = nurec_collect_kind(id, p.num_tracks, p.track_inside);
-        real_t gm[3] = {0, 0, 0}, gq[4] = {0, 0, 0, 0}, gls[3] = {0, 0, 0}, glogit = 0;
-        if (kind != NUREC_FORCED) {
-            const real_t* a = (const real_t*)p.means + 3 * i;
-            const real_t* b = (const real_t*)p.quats + 4 * i;
-            const real_t* c3 = (const real_t*)p.log_scales + 3 * i;
-            const real_t* g1 = (const real_t*)p.grad_means_w + 3 * i;
-            const real_t* g2 = (const real_t*)p.grad_quats_w + 4 * i;
-            const real_t* g3 = (const real_t*)p.grad_scales + 3 * i;
-            real_t m[3] = {a[0], a[1], a[2]}, q[4] = {b[0], b[1], b[2], b[3]};
-            real_t l[3] = {c3[0], c3[1], c3[2]};
-            real_t gmw[3] = {g1[0], g1[1], g1[2]}, gqw[4] = {g2[0], g2[1], g2[2], g2[3]};
-            real_t gs[3] = {g3[0], g3[1], g3[2]};
-            real_t pose[7] = {0, 0, 0, 1, 0, 0, 0};
-            int on_track = kind == NUREC_ON_TRACK;
-            if (on_track) {
-                const real_t* tp = (const real_t*)p.track_poses + 7 * id;
-                for (int c = 0; c < 7; ++c) pose[c] = tp[c];
-                key = id;
-            }
-            NR(collect_one_vjp)(on_track, pose, m, q, l, ((const real_t*)p.opacity_logits)[i], gmw, gqw,
-                                gs, ((const real_t*)p.grad_opacities)[i], gm, gq, gls, &glogit,
-                                gpose);
-        }
-        real_t* om = (real_t*)p.grad_means + 3 * i;
-        real_t* oq = (real_t*)p.grad_quats + 4 * i;
-        real_t* ol = (real_t*)p.grad_log_scales + 3 * i;
-        for (int c = 0; c < 3; ++c) { om[c] = gm[c]; ol[c] = gls[c]; }
-        for (int c = 0; c < 4; ++c) oq[c] = gq[c];
-        ((real_t*)p.grad_opacity_logits)[i] = glogit;
-    }
-
-    /* Reduce the pose gradients: the block's first Gaussian names the track
-       most of the block belongs to (packed actors are contiguous); that
-       track accumulates in shared memory, any other in global memory. */
-    if (threadIdx.x == 0) s_key = key;
-    if (threadIdx.x < 7) s_acc[threadIdx.x] = 0;
-    __syncthreads();
-    long long bkey = s_key;
-    real_t* gtp = (real_t*)p.grad_track_poses;
     long long key0 = __shfl_sync(full, key, 0);
     if (__all_sync(full, key == key0)) {
         if (key0 >= 0) {
@@ -160,6 +118,142 @@ NR(collect_backward_kernel)(nurec_collect_params p) {
         for (int c = 0; c < 7; ++c)
             atomicAdd(key == bkey ? &s_acc[c] : &gtp[7 * key + c], gpose[c]);
     }
+}
+
+/* The track a Gaussian's pose gradient goes to, or -1. */
+__device__ __forceinline__ long long NR(pose_grad_key)(const nurec_collect_params& p, int64_t id) {
+    return nurec_collect_kind(id, p.num_tracks, p.track_inside) == NUREC_ON_TRACK ? id : -1;
+}
+
+/* Backward of one Gaussian from values in registers; forced Gaussians get
+ * exact zeros. Returns the pose-gradient key. */
+__device__ __forceinline__ long long NR(collect_backward_gaussian)(
+    const nurec_collect_params& p, int64_t id, const real_t m[3], const real_t q[4],
+    const real_t l[3], real_t logit, const real_t gmw[3], const real_t gqw[4],
+    const real_t gs[3], real_t go, real_t gm[3], real_t gq[4], real_t gls[3], real_t* glogit,
+    real_t gpose[7]) {
+    int kind = nurec_collect_kind(id, p.num_tracks, p.track_inside);
+    for (int c = 0; c < 7; ++c) gpose[c] = 0;
+    if (kind == NUREC_FORCED) {
+        for (int c = 0; c < 3; ++c) gm[c] = gls[c] = 0;
+        for (int c = 0; c < 4; ++c) gq[c] = 0;
+        *glogit = 0;
+        return -1;
+    }
+    real_t pose[7] = {0, 0, 0, 1, 0, 0, 0};
+    int on_track = kind == NUREC_ON_TRACK;
+    if (on_track) {
+        const real_t* tp = (const real_t*)p.track_poses + 7 * id;
+        for (int c = 0; c < 7; ++c) pose[c] = tp[c];
+    }
+    NR(collect_one_vjp)(on_track, pose, m, q, l, logit, gmw, gqw, gs, go, gm, gq, gls, glogit,
+                        gpose);
+    return on_track ? id : -1;
+}
+
+/* One thread per Gaussian: any dtype, any index width, any alignment. */
+__global__ void __launch_bounds__(NUREC_COLLECT_THREADS)
+NR(collect_backward_kernel)(nurec_collect_params p) {
+    __shared__ real_t s_acc[7];
+    __shared__ long long s_key;
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    long long key = -1;  /* the track this thread's pose gradient goes to */
+    real_t gpose[7] = {0, 0, 0, 0, 0, 0, 0};
+    if (i < p.num_gaussians) {
+        const real_t* a = (const real_t*)p.means + 3 * i;
+        const real_t* b = (const real_t*)p.quats + 4 * i;
+        const real_t* c3 = (const real_t*)p.log_scales + 3 * i;
+        const real_t* g1 = (const real_t*)p.grad_means_w + 3 * i;
+        const real_t* g2 = (const real_t*)p.grad_quats_w + 4 * i;
+        const real_t* g3 = (const real_t*)p.grad_scales + 3 * i;
+        real_t m[3] = {a[0], a[1], a[2]}, q[4] = {b[0], b[1], b[2], b[3]};
+        real_t l[3] = {c3[0], c3[1], c3[2]};
+        real_t gmw[3] = {g1[0], g1[1], g1[2]}, gqw[4] = {g2[0], g2[1], g2[2], g2[3]};
+        real_t gs[3] = {g3[0], g3[1], g3[2]};
+        real_t gm[3], gq[4], gls[3], glogit;
+        key = NR(collect_backward_gaussian)(
+            p, nurec_load_index(p.track_ids, p.ids_are_int64, i), m, q, l,
+            ((const real_t*)p.opacity_logits)[i], gmw, gqw, gs, ((const real_t*)p.grad_opacities)[i],
+            gm, gq, gls, &glogit, gpose);
+        real_t* om = (real_t*)p.grad_means + 3 * i;
+        real_t* oq = (real_t*)p.grad_quats + 4 * i;
+        real_t* ol = (real_t*)p.grad_log_scales + 3 * i;
+        for (int c = 0; c < 3; ++c) { om[c] = gm[c]; ol[c] = gls[c]; }
+        for (int c = 0; c < 4; ++c) oq[c] = gq[c];
+        ((real_t*)p.grad_opacity_logits)[i] = glogit;
+    }
+    /* the block's first Gaussian names the track most of the block belongs
+       to (packed actors are contiguous) */
+    if (threadIdx.x == 0) s_key = key;
+    if (threadIdx.x < 7) s_acc[threadIdx.x] = 0;
+    __syncthreads();
+    long long bkey = s_key;
+    real_t* gtp = (real_t*)p.grad_track_poses;
+    NR(reduce_pose_grad)(key, gpose, bkey, s_acc, gtp);
     __syncthreads();
     if (bkey >= 0 && threadIdx.x < 7) atomicAdd(&gtp[7 * bkey + threadIdx.x], s_acc[threadIdx.x]);
 }
+
+#if !R_IS_F64
+/* float32 with int32 ids, staged like the forward: NUREC_COLLECT_STAGED_BWD
+ * Gaussians per block move through shared memory with coalesced 16-byte
+ * accesses (9 input arrays, 4 outputs); each thread then takes Gaussians
+ * threadIdx.x + k * blockDim.x, so a warp still sees 32 consecutive ones
+ * for the pose-gradient reduction. */
+__global__ void __launch_bounds__(NUREC_COLLECT_THREADS)
+NR(collect_backward_staged_kernel)(nurec_collect_params p) {
+    const int S = NUREC_COLLECT_STAGED_BWD;
+    __shared__ __align__(16) float s_m[3 * NUREC_COLLECT_STAGED_BWD];
+    __shared__ __align__(16) float s_q[4 * NUREC_COLLECT_STAGED_BWD];
+    __shared__ __align__(16) float s_l[3 * NUREC_COLLECT_STAGED_BWD];
+    __shared__ __align__(16) float s_o[NUREC_COLLECT_STAGED_BWD];
+    __shared__ __align__(16) int s_id[NUREC_COLLECT_STAGED_BWD];
+    __shared__ __align__(16) float s_gm[3 * NUREC_COLLECT_STAGED_BWD];  /* in: grad_means_w, out: grad_means */
+    __shared__ __align__(16) float s_gq[4 * NUREC_COLLECT_STAGED_BWD];  /* grad_quats_w -> grad_quats */
+    __shared__ __align__(16) float s_gs[3 * NUREC_COLLECT_STAGED_BWD];  /* grad_scales -> grad_log_scales */
+    __shared__ __align__(16) float s_go[NUREC_COLLECT_STAGED_BWD];      /* grad_opacities -> grad_logits */
+    __shared__ float s_acc[7];
+    int64_t g0 = (int64_t)blockIdx.x * S;
+    int nb = (int)min((int64_t)S, p.num_gaussians - g0);
+    nurec_block_copy_f32(s_m, (const float*)p.means + 3 * g0, 3 * nb);
+    nurec_block_copy_f32(s_q, (const float*)p.quats + 4 * g0, 4 * nb);
+    nurec_block_copy_f32(s_l, (const float*)p.log_scales + 3 * g0, 3 * nb);
+    nurec_block_copy_f32(s_o, (const float*)p.opacity_logits + g0, nb);
+    nurec_block_copy_f32((float*)s_id, (const float*)p.track_ids + g0, nb);
+    nurec_block_copy_f32(s_gm, (const float*)p.grad_means_w + 3 * g0, 3 * nb);
+    nurec_block_copy_f32(s_gq, (const float*)p.grad_quats_w + 4 * g0, 4 * nb);
+    nurec_block_copy_f32(s_gs, (const float*)p.grad_scales + 3 * g0, 3 * nb);
+    nurec_block_copy_f32(s_go, (const float*)p.grad_opacities + g0, nb);
+    if (threadIdx.x < 7) s_acc[threadIdx.x] = 0;
+    __syncthreads();
+    long long bkey = NR(pose_grad_key)(p, s_id[0]);
+    float* gtp = (float*)p.grad_track_poses;
+    for (int j = threadIdx.x; j < S; j += blockDim.x) {  /* uniform trip count: warp calls */
+        long long key = -1;
+        float gpose[7] = {0, 0, 0, 0, 0, 0, 0};
+        if (j < nb) {
+            float m[3] = {s_m[3 * j], s_m[3 * j + 1], s_m[3 * j + 2]};
+            float4 qv = ((const float4*)s_q)[j];
+            float q[4] = {qv.x, qv.y, qv.z, qv.w};
+            float l[3] = {s_l[3 * j], s_l[3 * j + 1], s_l[3 * j + 2]};
+            float gmw[3] = {s_gm[3 * j], s_gm[3 * j + 1], s_gm[3 * j + 2]};
+            float4 gv = ((const float4*)s_gq)[j];
+            float gqw[4] = {gv.x, gv.y, gv.z, gv.w};
+            float gs[3] = {s_gs[3 * j], s_gs[3 * j + 1], s_gs[3 * j + 2]};
+            float gm[3], gq[4], gls[3], glogit;
+            key = NR(collect_backward_gaussian)(p, s_id[j], m, q, l, s_o[j], gmw, gqw, gs, s_go[j],
+                                                gm, gq, gls, &glogit, gpose);
+            for (int c = 0; c < 3; ++c) { s_gm[3 * j + c] = gm[c]; s_gs[3 * j + c] = gls[c]; }
+            ((float4*)s_gq)[j] = make_float4(gq[0], gq[1], gq[2], gq[3]);
+            s_go[j] = glogit;
+        }
+        NR(reduce_pose_grad)(key, gpose, bkey, s_acc, gtp);
+    }
+    __syncthreads();
+    if (bkey >= 0 && threadIdx.x < 7) atomicAdd(&gtp[7 * bkey + threadIdx.x], s_acc[threadIdx.x]);
+    nurec_block_copy_f32((float*)p.grad_means + 3 * g0, s_gm, 3 * nb);
+    nurec_block_copy_f32((float*)p.grad_quats + 4 * g0, s_gq, 4 * nb);
+    nurec_block_copy_f32((float*)p.grad_log_scales + 3 * g0, s_gs, 3 * nb);
+    nurec_block_copy_f32((float*)p.grad_opacity_logits + g0, s_go, nb);
+}
+#endif
