@@ -287,3 +287,22 @@ def test_poisoned_cuda_allocator_outputs_written():
         gk = OPS.interpolate_track_poses_backward(torch.randn(32, 7, device="cuda"), tr["key_poses"], tr["key_times"],
                                                   tr["track_ranges"], qt, "slerp")
         assert_all_finite(gk)
+
+
+# ------------------------------------------------- opt-in kernel variants
+
+@gpu
+def test_staged_backward_variant_passes_the_parity_tests():
+    """The staged float32 collection backward is opt-in (NUREC_OPS_STAGED_BWD=1,
+    read once per process): run the CUDA parity and gradient tests of
+    test_collect.py in a fresh process with it on."""
+    import os
+    import subprocess
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, NUREC_OPS_STAGED_BWD="1")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-m", "gpu", "-p", "no:cacheprovider",
+                        os.path.join(here, "test_collect.py")], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
