@@ -62,7 +62,10 @@ def main():
     copy_us = copy_time_us(nbytes)
     rows = []
     results = {}
-    label = " [PDL off]" if os.environ.get("NUREC_OPS_PDL") == "0" else ""
+    # opt-in kernel variants, set per process (see benchmarks/RESULTS.md)
+    toggles = [name for name, var in (("PDL", "NUREC_OPS_PDL"), ("staged bwd", "NUREC_OPS_STAGED_BWD"))
+               if os.environ.get(var) == "1"]
+    label = f" [{', '.join(toggles)}]" if toggles else ""
     impls = [(n + (label if n.startswith("nurec") else ""), f) for n, f in impls]
     for name, f in impls:
         for pass_name, run in (("forward", lambda f=f: fwd(f)), ("fwd+bwd", lambda f=f: fwd_bwd(f))):
