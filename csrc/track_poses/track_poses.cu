@@ -3,29 +3,66 @@
  * share key rows; a track touches at most two rows, so there is no
  * reduction to serialize). */
 #include <cuda_runtime.h>
+#include <stdint.h>
 
 #include "math/cuda_pdl.cuh"
 #include "track_poses/track_poses_math.h"
 
-/* Last key in [lo, hi] with time <= t (key_times[lo] <= t), by all 32 lanes
- * of a warp together: each step looks at 32 evenly spaced keys and keeps
- * the segment after the last one that is <= t. Any result stays in
- * [lo, hi], whatever the key times hold. */
-__device__ int64_t nurec_track_search_warp(const int64_t* key_times, int64_t lo, int64_t hi,
-                                           int64_t t) {
+/* nurec_track_locate by all 32 lanes of a warp together (same result for
+ * sorted key times), in as few dependent loads as we could make it: the
+ * first round samples 32 evenly spaced keys of the track and reads its last
+ * key too, so the before / after tests need no round of their own; each
+ * further round narrows to the segment after the last sample <= t; the final
+ * round reads the segment plus the key after it, so t_l and t_r come from
+ * the lanes by shuffle. Two rounds for tracks of up to ~1000 keys. Whatever
+ * the key times hold, every index read stays in [start, start + count).
+ * (Mirrored in Python and checked against the sequential search on random
+ * tracks when it was written; the GPU tests compare it with the CPU path.) */
+__device__ int nurec_track_locate_warp(const int64_t* kt, int64_t num_keys, int64_t start,
+                                       int64_t count, int64_t t, int mode, int64_t* l,
+                                       double* a, int* inside) {
     const unsigned full = 0xffffffffu;
-    int lane = threadIdx.x & 31;
-    while (hi - lo + 1 > 32) {
-        int64_t step = (hi - lo + 1 + 31) / 32;
-        int64_t idx = lo + lane * step;
-        unsigned le = __ballot_sync(full, idx <= hi && key_times[idx] <= t);
-        int k = le ? 31 - __clz(le) : 0;
+    const int lane = threadIdx.x & 31;
+    *a = 0.0;
+    *inside = 0;
+    *l = 0;
+    if (count <= 0 || start < 0 || start > num_keys - count) return 0;
+    const int64_t last = start + count - 1;
+    int64_t lo = start, hi = last;
+    int first_round = 1;
+    for (;;) {
+        const int64_t n = hi - lo + 1;
+        const int final_round = n <= 31;
+        const int64_t step = final_round ? 1 : (n + 31) / 32;
+        const int64_t end = final_round ? min(last, hi + 1) : hi;
+        const int64_t idx = lo + lane * step;
+        const int64_t v = idx <= end ? kt[idx] : INT64_MAX;
+        if (first_round) {
+            const int64_t t_last = kt[last];
+            const int64_t t_first = __shfl_sync(full, v, 0);
+            if (t < t_first) { *l = start; return 1; }
+            if (t > t_last) { *l = last; return 1; }
+            *inside = 1;
+            first_round = 0;
+        }
+        const unsigned le = __ballot_sync(full, idx <= end && v <= t);
+        const int k = le ? 31 - __clz(le) : 0;
+        if (final_round) {
+            const int64_t tl = __shfl_sync(full, v, k);
+            const int64_t tr_lane = __shfl_sync(full, v, min(k + 1, 31));
+            *l = lo + k;
+            if (*l >= last) { *l = last; return 1; }
+            const int64_t tr = *l + 1 <= end ? tr_lane : kt[*l + 1];
+            if (mode == NUREC_INTERP_NEAREST) {
+                if (t - tl > tr - t) *l += 1;  /* ties go left */
+                return 1;
+            }
+            *a = (tr == tl) ? 0.0 : (double)(t - tl) / (double)(tr - tl);
+            return 2;
+        }
         lo += k * step;
         hi = min(hi, lo + step - 1);
     }
-    int64_t idx = lo + lane;
-    unsigned le = __ballot_sync(full, idx <= hi && key_times[idx] <= t);
-    return lo + (le ? 31 - __clz(le) : 0);
 }
 
 #define NUREC_GENERIC_FILE "track_poses/track_poses_cuda_generic.cuh"

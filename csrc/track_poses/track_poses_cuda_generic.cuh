@@ -1,7 +1,6 @@
-/* Generic over real_t (see math/generic.h). One warp per track: the search
- * for the query's keys is 32-ary (a ballot per step), two or three
- * dependent loads for a track of up to a thousand keys, instead of a binary
- * search's eight to ten; the kernel is latency-bound, not bandwidth-bound. */
+/* Generic over real_t (see math/generic.h). One warp per track: the kernel
+ * is latency-bound (a chain of dependent loads), not bandwidth-bound, so the
+ * search is 32-ary by a warp (nurec_track_locate_warp in track_poses.cu). */
 
 __device__ __forceinline__ int NR(track_locate_warp)(const nurec_track_poses_params& p,
                                                      int64_t k, int64_t* l, double* a,
@@ -9,13 +8,7 @@ __device__ __forceinline__ int NR(track_locate_warp)(const nurec_track_poses_par
     int64_t start = nurec_load_index(p.track_ranges, p.ranges_are_int64, 2 * k);
     int64_t count = nurec_load_index(p.track_ranges, p.ranges_are_int64, 2 * k + 1);
     int64_t t = p.query_times[k * p.query_stride];
-    int64_t last = 0;
-    *a = 0.0;
-    int nk = nurec_track_bounds(p.key_times, p.num_keys, start, count, t, l, &last);
-    *inside = nk < 0;
-    if (nk >= 0) return nk;
-    *l = nurec_track_search_warp(p.key_times, *l, last, t);
-    return nurec_track_finish(p.key_times, last, t, p.mode, l, a);
+    return nurec_track_locate_warp(p.key_times, p.num_keys, start, count, t, p.mode, l, a, inside);
 }
 
 __global__ void NR(track_poses_forward_kernel)(nurec_track_poses_params p) {
