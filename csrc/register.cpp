@@ -10,6 +10,7 @@ extern "C" {
 #include "collect/collect.h"
 #include "track_poses/track_poses.h"
 #include "rasterize_camera/rasterize_camera.h"  // rasterize_camera (issue 3)
+#include "rasterize_lidar/rasterize_lidar.h"    // rasterize_lidar (issue 4)
 }
 
 #ifdef NUREC_WITH_CUDA
@@ -582,6 +583,256 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
 }
 // ====================================================== end rasterize_camera
 
+// =========================================================== rasterize_lidar
+// (issue 4) Lidar Gaussian rasterizer: validation, allocation of outputs and
+// intermediates (sizes from shapes and the host-chosen `capacity` only), and
+// the CPU / CUDA launchers of csrc/rasterize_lidar and csrc/tiles. Reuses
+// rc_check_status of the camera section.
+
+struct RlInputs {
+    nurec_rasterize_lidar_params p;
+    Tensor means, quats, scales, opacities, features, viewmats, row_el, col_az, row_off;
+};
+
+RlInputs rl_inputs(const char* op, const Tensor& means, const Tensor& quats, const Tensor& scales,
+                   const Tensor& opacities, const Tensor& features, const Tensor& viewmats,
+                   const Tensor& row_elevations, const Tensor& column_azimuths,
+                   const Tensor& row_azimuth_offsets, double near_plane, double far_plane,
+                   double eps2d) {
+    check_shape(op, "means", means, {-1, 3}, "[N, 3]");
+    check_real(op, "means", means, means, "means");
+    const int64_t N = means.size(0);
+    check_shape(op, "quats", quats, {N, 4}, "[N, 4] (N = means.shape[0])");
+    check_shape(op, "scales", scales, {N, 3}, "[N, 3] (N = means.shape[0])");
+    check_shape(op, "opacities", opacities, {N}, "[N] (N = means.shape[0])");
+    check_shape(op, "features", features, {N, -1}, "[N, D] (N = means.shape[0])");
+    const int64_t D = features.size(1);
+    NUREC_CHECK(D >= 1, "nurec_ops.", op, ": `features` must have at least one channel, got ",
+                shape_str(features));
+    check_shape(op, "viewmats", viewmats, {-1, 4, 4}, "[C, 4, 4]");
+    const int64_t C = viewmats.size(0);
+    check_shape(op, "row_elevations", row_elevations, {-1}, "[R]");
+    const int64_t R = row_elevations.size(0);
+    check_shape(op, "column_azimuths", column_azimuths, {-1}, "[W]");
+    const int64_t W = column_azimuths.size(0);
+    check_shape(op, "row_azimuth_offsets", row_azimuth_offsets, {R},
+                "[R] (R = row_elevations.shape[0])");
+    const std::pair<const char*, const Tensor*> named[] = {
+        {"quats", &quats}, {"scales", &scales}, {"opacities", &opacities},
+        {"features", &features}, {"viewmats", &viewmats}, {"row_elevations", &row_elevations},
+        {"column_azimuths", &column_azimuths}, {"row_azimuth_offsets", &row_azimuth_offsets}};
+    for (const auto& nt : named) check_real(op, nt.first, *nt.second, means, "means");
+    for (const auto& nt : named) check_device(op, nt.first, *nt.second, means, "means");
+    NUREC_CHECK(R <= (1 << 20), "nurec_ops.", op,
+                ": `row_elevations` may have at most 2^20 rows, got ", R);
+    NUREC_CHECK(W <= (1 << 24), "nurec_ops.", op,
+                ": `column_azimuths` may have at most 2^24 columns, got ", W);
+    NUREC_CHECK(near_plane > 0, "nurec_ops.", op, ": `near` must be > 0, got ", near_plane);
+    NUREC_CHECK(far_plane > near_plane, "nurec_ops.", op,
+                ": `far` must be > `near`, got near = ", near_plane, ", far = ", far_plane);
+    NUREC_CHECK(eps2d >= 0 && eps2d < 1e30, "nurec_ops.", op,
+                ": `eps2d` must be finite and >= 0, got ", eps2d);
+    NUREC_CHECK(C * N < ((int64_t)1 << 31), "nurec_ops.", op,
+                ": sweeps x Gaussians must be < 2^31, got ", C, " x ", N);
+    const int64_t ty = (R + NUREC_RL_TILE_ROWS - 1) / NUREC_RL_TILE_ROWS;
+    const int64_t tx = (W + NUREC_RL_TILE_COLS - 1) / NUREC_RL_TILE_COLS;
+    NUREC_CHECK(C * tx * ty < ((int64_t)1 << 31), "nurec_ops.", op,
+                ": sweeps x tiles must be < 2^31 (too many sweeps, rows or columns)");
+    RlInputs in;
+    in.means = dense(means);
+    in.quats = dense(quats);
+    in.scales = dense(scales);
+    in.opacities = dense(opacities);
+    in.features = dense(features);
+    in.viewmats = dense(viewmats);
+    in.row_el = dense(row_elevations);
+    in.col_az = dense(column_azimuths);
+    in.row_off = dense(row_azimuth_offsets);
+    nurec_rasterize_lidar_params& p = in.p;
+    p = nurec_rasterize_lidar_params{};
+    p.dtype = dtype_code(means);
+    p.num_sweeps = C;
+    p.num_gaussians = N;
+    p.rows = (int)R;
+    p.cols = (int)W;
+    p.tiles_x = (int)tx;
+    p.tiles_y = (int)ty;
+    p.channels = D;
+    p.near_plane = near_plane;
+    p.far_plane = far_plane;
+    p.eps2d = eps2d;
+    p.means = in.means.data_ptr();
+    p.quats = in.quats.data_ptr();
+    p.scales = in.scales.data_ptr();
+    p.opacities = in.opacities.data_ptr();
+    p.features = in.features.data_ptr();
+    p.viewmats = in.viewmats.data_ptr();
+    p.row_elevations = in.row_el.data_ptr();
+    p.column_azimuths = in.col_az.data_ptr();
+    p.row_azimuth_offsets = in.row_off.data_ptr();
+    return in;
+}
+
+// CUDA grid limits of the per-tile kernels (blockIdx.y: tile rows, z: sweeps
+// x channel passes of 2).
+void rl_check_grid(const char* op, const nurec_rasterize_lidar_params& p) {
+    NUREC_CHECK(p.tiles_y <= 65535 && p.num_sweeps * ((p.channels + 1) / 2) <= 65535, "nurec_ops.",
+                op, ": too many rows, sweeps or feature channels for one CUDA launch");
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>
+rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features,
+                    Tensor viewmats, Tensor row_elevations, Tensor column_azimuths,
+                    Tensor row_azimuth_offsets, double near_plane, double far_plane, double eps2d,
+                    int64_t capacity) {
+    const char* op = "rasterize_lidar";
+    RlInputs in = rl_inputs(op, means, quats, scales, opacities, features, viewmats, row_elevations,
+                            column_azimuths, row_azimuth_offsets, near_plane, far_plane, eps2d);
+    nurec_rasterize_lidar_params& p = in.p;
+    const int64_t C = p.num_sweeps, N = p.num_gaussians, D = p.channels, R = p.rows, W = p.cols;
+    const int32_t i32 = aoti_torch_dtype_int32(), i64 = aoti_torch_dtype_int64();
+    const int32_t u8 = aoti_torch_dtype_uint8();
+    Tensor out = empty_like_shape(in.means, {C, R, W, D});
+    Tensor range = empty_like_shape(in.means, {C, R, W, 1});
+    Tensor alpha = empty_like_shape(in.means, {C, R, W, 1});
+    Tensor records = empty_like_shape(in.means, {C, N, NUREC_TREC_SIZE});
+    Tensor counts = empty_dense(in.means, {C, N}, i64);
+    Tensor offsets = empty_dense(in.means, {C, N}, i64);
+    Tensor boxes = empty_dense(in.means, {C, N, NUREC_BOX_SIZE}, i32);
+    Tensor tile_ranges = empty_dense(in.means, {C, p.tiles_y, p.tiles_x, 2}, i64);
+    Tensor final_T = empty_like_shape(in.means, {C, R, W});
+    Tensor last = empty_dense(in.means, {C, R, W}, i32);
+    Tensor status = empty_dense(in.means, {2}, i64);
+    p.records = records.data_ptr();
+    p.counts = (int64_t*)counts.data_ptr();
+    p.offsets = (int64_t*)offsets.data_ptr();
+    p.boxes = (int32_t*)boxes.data_ptr();
+    p.tile_ranges = (int64_t*)tile_ranges.data_ptr();
+    p.status = (int64_t*)status.data_ptr();
+    p.final_T = final_T.data_ptr();
+    p.last = (int32_t*)last.data_ptr();
+    p.out_features = out.data_ptr();
+    p.range = range.data_ptr();
+    p.alpha = alpha.data_ptr();
+    Tensor isect;
+    if (in.means.is_cpu()) {
+        int64_t total = 0;
+        rc_check_status(op, nurec_rasterize_lidar_project_cpu(&p, &total));
+        isect = empty_dense(in.means, {total}, i32);
+        p.capacity = total;
+        p.isect_items = (int32_t*)isect.data_ptr();
+        rc_check_status(op, nurec_rasterize_lidar_forward_cpu(&p));
+        return {out, range, alpha, records, counts, isect, tile_ranges, final_T, last, status};
+    }
+#ifdef NUREC_WITH_CUDA
+    NUREC_CHECK(capacity >= 0, "nurec_ops.", op, ": `capacity` must be >= 0, got ", capacity);
+    rl_check_grid(op, p);
+    isect = empty_dense(in.means, {capacity}, i32);
+    p.capacity = capacity;
+    p.isect_items = (int32_t*)isect.data_ptr();
+    size_t ws = nurec_rasterize_lidar_workspace_bytes(&p);
+    NUREC_CHECK(ws > 0, "nurec_ops.", op, ": could not size the binning workspace");
+    Tensor workspace = empty_dense(in.means, {(int64_t)ws}, u8);
+    p.workspace = workspace.data_ptr();
+    p.workspace_bytes = ws;
+    auto cuda = [](const nurec_rasterize_lidar_params* q, void* s) {
+        return nurec_rasterize_lidar_forward_cuda(q, s);
+    };
+    auto cpu = [](const nurec_rasterize_lidar_params*) { return (int)NUREC_ERR_CUDA; };
+    rc_check_status(op, launch(op, in.means, p, +cpu, +cuda));
+#else
+    (void)capacity;
+    (void)u8;
+    NUREC_CHECK(false, "nurec_ops.", op, ": this build of nurec_ops has no CUDA kernels");
+#endif
+    return {out, range, alpha, records, counts, isect, tile_ranges, final_T, last, status};
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
+    Tensor grad_features, Tensor grad_range, Tensor grad_alpha, Tensor means, Tensor quats,
+    Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor row_elevations,
+    Tensor column_azimuths, Tensor row_azimuth_offsets, Tensor records, Tensor counts,
+    Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
+    double near_plane, double far_plane, double eps2d) {
+    const char* op = "rasterize_lidar_backward";
+    RlInputs in = rl_inputs(op, means, quats, scales, opacities, features, viewmats, row_elevations,
+                            column_azimuths, row_azimuth_offsets, near_plane, far_plane, eps2d);
+    nurec_rasterize_lidar_params& p = in.p;
+    const int64_t C = p.num_sweeps, N = p.num_gaussians, D = p.channels, R = p.rows, W = p.cols;
+    check_shape(op, "grad_features", grad_features, {C, R, W, D}, "[C, R, W, D]");
+    check_shape(op, "grad_range", grad_range, {C, R, W, 1}, "[C, R, W, 1]");
+    check_shape(op, "grad_alpha", grad_alpha, {C, R, W, 1}, "[C, R, W, 1]");
+    check_real(op, "grad_features", grad_features, means, "means");
+    check_real(op, "grad_range", grad_range, means, "means");
+    check_real(op, "grad_alpha", grad_alpha, means, "means");
+    check_shape(op, "records", records, {C, N, NUREC_TREC_SIZE}, "[C, N, 8]");
+    check_real(op, "records", records, means, "means");
+    check_shape(op, "counts", counts, {C, N}, "[C, N]");
+    check_dtype(op, "counts", counts, ScalarType::Long);
+    check_shape(op, "isect_items", isect_items, {-1}, "[M]");
+    check_dtype(op, "isect_items", isect_items, ScalarType::Int);
+    check_shape(op, "tile_ranges", tile_ranges, {C, p.tiles_y, p.tiles_x, 2}, "[C, tiles_y, tiles_x, 2]");
+    check_dtype(op, "tile_ranges", tile_ranges, ScalarType::Long);
+    check_shape(op, "final_T", final_T, {C, R, W}, "[C, R, W]");
+    check_real(op, "final_T", final_T, means, "means");
+    check_shape(op, "last", last, {C, R, W}, "[C, R, W]");
+    check_dtype(op, "last", last, ScalarType::Int);
+    check_shape(op, "status", status, {2}, "[2]");
+    check_dtype(op, "status", status, ScalarType::Long);
+    for (const Tensor* t : {&grad_features, &grad_range, &grad_alpha, &records, &counts,
+                            &isect_items, &tile_ranges, &final_T, &last, &status})
+        check_device(op, "saved tensors and gradients", *t, means, "means");
+    grad_features = dense(grad_features);
+    grad_range = dense(grad_range);
+    grad_alpha = dense(grad_alpha);
+    records = dense(records);
+    counts = dense(counts);
+    isect_items = dense(isect_items);
+    tile_ranges = dense(tile_ranges);
+    final_T = dense(final_T);
+    last = dense(last);
+    status = dense(status);
+    p.records = records.data_ptr();
+    p.counts = (int64_t*)counts.data_ptr();
+    p.isect_items = (int32_t*)isect_items.data_ptr();
+    p.capacity = isect_items.size(0);
+    p.tile_ranges = (int64_t*)tile_ranges.data_ptr();
+    p.final_T = final_T.data_ptr();
+    p.last = (int32_t*)last.data_ptr();
+    p.status = (int64_t*)status.data_ptr();
+    p.grad_out_features = grad_features.data_ptr();
+    p.grad_range = grad_range.data_ptr();
+    p.grad_alpha = grad_alpha.data_ptr();
+    Tensor grad_records = empty_like_shape(in.means, {C * N, NUREC_SPLAT_GREC_SIZE});
+    Tensor g_means = empty_like_shape(in.means, {N, 3});
+    Tensor g_quats = empty_like_shape(in.means, {N, 4});
+    Tensor g_scales = empty_like_shape(in.means, {N, 3});
+    Tensor g_opac = empty_like_shape(in.means, {N});
+    Tensor g_feat = empty_like_shape(in.means, {N, D});
+    p.grad_records = grad_records.data_ptr();
+    p.grad_means = g_means.data_ptr();
+    p.grad_quats = g_quats.data_ptr();
+    p.grad_scales = g_scales.data_ptr();
+    p.grad_opacities = g_opac.data_ptr();
+    p.grad_features = g_feat.data_ptr();
+    if (in.means.is_cpu()) {
+        rc_check_status(op, nurec_rasterize_lidar_backward_cpu(&p));
+        return {g_means, g_quats, g_scales, g_opac, g_feat};
+    }
+#ifdef NUREC_WITH_CUDA
+    rl_check_grid(op, p);
+    auto cuda = [](const nurec_rasterize_lidar_params* q, void* s) {
+        return nurec_rasterize_lidar_backward_cuda(q, s);
+    };
+    auto cpu = [](const nurec_rasterize_lidar_params*) { return (int)NUREC_ERR_CUDA; };
+    rc_check_status(op, launch(op, in.means, p, +cpu, +cuda));
+#else
+    NUREC_CHECK(false, "nurec_ops.", op, ": this build of nurec_ops has no CUDA kernels");
+#endif
+    return {g_means, g_quats, g_scales, g_opac, g_feat};
+}
+// ======================================================= end rasterize_lidar
+
 }  // namespace
 
 STABLE_TORCH_LIBRARY(nurec_ops, m) {
@@ -619,6 +870,19 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
           "Tensor status, int width, int height, float near, float far, int sh_degree) "
           "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
     // ---- end rasterize_camera
+    // ---- rasterize_lidar (issue 4)
+    m.def("rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, "
+          "Tensor features, Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, "
+          "Tensor row_azimuth_offsets, float near, float far, float eps2d, int capacity) -> "
+          "(Tensor features_out, Tensor range, Tensor alpha, Tensor records, Tensor counts, "
+          "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status)");
+    m.def("rasterize_lidar_bwd(Tensor grad_features, Tensor grad_range, Tensor grad_alpha, "
+          "Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features, "
+          "Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, "
+          "Tensor row_azimuth_offsets, Tensor records, Tensor counts, Tensor isect_items, "
+          "Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, float near, "
+          "float far, float eps2d) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+    // ---- end rasterize_lidar
 }
 
 // One function serves both dispatch keys: it branches on the device itself.
@@ -631,7 +895,9 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
     m.impl("collect", TORCH_BOX(&collect));                                              \
     m.impl("collect_backward", TORCH_BOX(&collect_backward));                            \
     m.impl("rasterize_camera_fwd", TORCH_BOX(&rasterize_camera_fwd)); /* issue 3 */      \
-    m.impl("rasterize_camera_bwd", TORCH_BOX(&rasterize_camera_bwd));
+    m.impl("rasterize_camera_bwd", TORCH_BOX(&rasterize_camera_bwd));                  \
+    m.impl("rasterize_lidar_fwd", TORCH_BOX(&rasterize_lidar_fwd)); /* issue 4 */        \
+    m.impl("rasterize_lidar_bwd", TORCH_BOX(&rasterize_lidar_bwd));
 
 STABLE_TORCH_LIBRARY_IMPL(nurec_ops, CPU, m) { NUREC_REGISTER_IMPLS(m) }
 #ifdef NUREC_WITH_CUDA

@@ -8,6 +8,7 @@ from ._library import has_cuda_kernels
 from .collect import collect, collect_gaussian_parameters
 from .track_poses import interpolate_track_poses
 from .rasterize_camera import rasterize_camera
+from .rasterize_lidar import rasterize_lidar
 from . import reference
 from . import diagnose
 from .nvtx import set_nvtx
@@ -17,6 +18,8 @@ __all__ = [
     "interpolate_track_poses",
     "collect_gaussian_parameters",
     "collect",
+    "rasterize_camera",
+    "rasterize_lidar",
     "reference",
     "has_cuda_kernels",
     "diagnose",

@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "tiles/splat.h"
 #include "tiles/tiles.h"
 
 #ifdef __cplusplus
@@ -20,14 +21,12 @@ extern "C" {
 #endif
 
 #define NUREC_RC_EPS2D 0.3        /* px^2 added to the 2D covariance diagonal */
-#define NUREC_RC_ALPHA_MIN (1.0 / 255.0)
-#define NUREC_RC_ALPHA_MAX 0.99
-#define NUREC_RC_T_MIN 1e-4       /* stop before T would fall below this */
-/* Margin on the footprint threshold 2 ln(255 o) (in units of d^T Q d), so
- * that rounding in the per-pixel alpha can never reach outside the tiles. */
-#define NUREC_RC_THR_MARGIN 0.01
-/* Per-item gradient record written by the rasterization backward. */
-#define NUREC_RC_GREC_SIZE 8      /* gu, gv, gA, gB, gC, go, gz, unused */
+/* Compositing constants shared with the lidar rasterizer: tiles/splat.h. */
+#define NUREC_RC_ALPHA_MIN NUREC_SPLAT_ALPHA_MIN
+#define NUREC_RC_ALPHA_MAX NUREC_SPLAT_ALPHA_MAX
+#define NUREC_RC_T_MIN NUREC_SPLAT_T_MIN
+#define NUREC_RC_THR_MARGIN NUREC_SPLAT_THR_MARGIN
+#define NUREC_RC_GREC_SIZE NUREC_SPLAT_GREC_SIZE
 
 typedef struct nurec_rasterize_camera_params {
     int dtype;

@@ -65,7 +65,7 @@ static int NR(rc_forward_cpu)(const nurec_rasterize_camera_params* p) {
                             real_t a = NR(rc_alpha)(rec, px, py, &vis, &dx, &dy);
                             if (a == 0) continue;
                             real_t Tn = T * (1 - a);
-                            if (Tn < (real_t)NUREC_RC_T_MIN) break;
+                            if (Tn < (real_t)NUREC_SPLAT_T_MIN) break;
                             real_t w = a * T;
                             const real_t* f = NR(rc_item_features)(p, it);
                             for (int64_t k = 0; k < D; ++k) acc[k] += w * f[k];
@@ -97,7 +97,7 @@ static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
     real_t* grec = (real_t*)p->grad_records;
     const int sh = p->sh_degree >= 0;
     real_t* gcolor_base = sh ? (real_t*)p->grad_colors : (real_t*)p->grad_features;
-    memset(grec, 0, sizeof(real_t) * NUREC_RC_GREC_SIZE * (size_t)(C * N));
+    memset(grec, 0, sizeof(real_t) * NUREC_SPLAT_GREC_SIZE * (size_t)(C * N));
     memset(gcolor_base, 0, sizeof(real_t) * (size_t)((sh ? C * 3 : D) * N));
     real_t* S = (real_t*)malloc(sizeof(real_t) * (size_t)(D > 0 ? D : 1));
     if (!S) return NUREC_ERR_TILES_ALLOC;
@@ -121,13 +121,13 @@ static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
                             real_t a = NR(rc_alpha)(rec, px, py, &vis, &dx, &dy);
                             if (a == 0) continue;
                             const real_t* f = NR(rc_item_features)(p, it);
-                            real_t ga = NR(rc_composite_vjp)(a, f, (int)D, rec[NUREC_TREC_DEPTH], gf, gz,
+                            real_t ga = NR(splat_composite_vjp)(a, f, (int)D, rec[NUREC_TREC_DEPTH], gf, gz,
                                                              gTa, &T, S, &Sz, &w);
                             real_t* gc = gcolor_base + (sh ? 3 * it : D * (it % N));
                             for (int64_t k = 0; k < D; ++k) gc[k] += w * gf[k];
-                            real_t* g = grec + NUREC_RC_GREC_SIZE * it;
+                            real_t* g = grec + NUREC_SPLAT_GREC_SIZE * it;
                             g[6] += w * gz;
-                            NR(rc_alpha_vjp)(rec, vis, dx, dy, ga, g);
+                            NR(splat_alpha_vjp)(rec, vis, dx, dy, ga, g);
                         }
                     }
             }
@@ -150,7 +150,7 @@ static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
             real_t rec[NUREC_TREC_SIZE], q1[4], s1[3];
             NR(rc_project)(&cam, means + 3 * g, quats + 4 * g, scales + 3 * g, opac[g],
                            (real_t)p->near_plane, (real_t)p->far_plane, &P, rec);
-            const real_t* gr = grec + NUREC_RC_GREC_SIZE * it;
+            const real_t* gr = grec + NUREC_SPLAT_GREC_SIZE * it;
             NR(rc_project_vjp)(&cam, means + 3 * g, quats + 4 * g, scales + 3 * g, &P, gr, gm, q1, s1);
             for (int k = 0; k < 4; ++k) gq[k] += q1[k];
             for (int k = 0; k < 3; ++k) gs[k] += s1[k];

@@ -77,7 +77,7 @@ NR(rc_forward_kernel)(nurec_rasterize_camera_params p, int passes) {
             real_t a = NR(rc_alpha)(r, px, py, &vis, &dx, &dy);
             if (a == 0) continue;
             real_t Tn = T * (1 - a);
-            if (Tn < (real_t)NUREC_RC_T_MIN) { done = true; break; }
+            if (Tn < (real_t)NUREC_SPLAT_T_MIN) { done = true; break; }
             real_t w = a * T;
             for (int q = 0; q < RC_CH; ++q) acc[q] += w * s_f[RC_CH * k + q];
             dep += w * r[NUREC_TREC_DEPTH];
@@ -181,9 +181,9 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
                 if (a != 0) {
                     contrib = true;
                     real_t w;
-                    real_t ga = NR(rc_composite_vjp)(a, s_f + RC_CH * k, RC_CH, r[NUREC_TREC_DEPTH], gf,
+                    real_t ga = NR(splat_composite_vjp)(a, s_f + RC_CH * k, RC_CH, r[NUREC_TREC_DEPTH], gf,
                                                      gz, gTa, &T, S, &Sz, &w);
-                    NR(rc_alpha_vjp)(r, vis, dx, dy, ga, v);
+                    NR(splat_alpha_vjp)(r, vis, dx, dy, ga, v);
                     v[6] = w * gz;
                     for (int q = 0; q < RC_CH; ++q) v[7 + q] = w * gf[q];
                 }
@@ -198,7 +198,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             }
             if (writer) {
                 const int64_t it = s_it[k];
-                real_t* g = grec + NUREC_RC_GREC_SIZE * it;
+                real_t* g = grec + NUREC_SPLAT_GREC_SIZE * it;
                 for (int q = 0; q < (pass == 0 ? 7 : 6); ++q) atomicAdd(g + q, v[q]);
                 real_t* gc = gcol + (sh ? 3 * it : D * (it % N)) + c0;
                 for (int q = 0; q < RC_CH; ++q)
@@ -232,9 +232,9 @@ NR(rc_project_backward_kernel)(nurec_rasterize_camera_params p) {
         NR(rc_camera) cam;
         NR(rc_camera_load)((const real_t*)p.viewmats + 16 * c, (const real_t*)p.Ks + 9 * c, &cam);
         NR(rc_proj) P;
-        real_t rec[NUREC_TREC_SIZE], q1[4], s1[3], gr[NUREC_RC_GREC_SIZE];
-        const real_t* gp = (const real_t*)p.grad_records + NUREC_RC_GREC_SIZE * it;
-        for (int k = 0; k < NUREC_RC_GREC_SIZE; ++k) gr[k] = gp[k];
+        real_t rec[NUREC_TREC_SIZE], q1[4], s1[3], gr[NUREC_SPLAT_GREC_SIZE];
+        const real_t* gp = (const real_t*)p.grad_records + NUREC_SPLAT_GREC_SIZE * it;
+        for (int k = 0; k < NUREC_SPLAT_GREC_SIZE; ++k) gr[k] = gp[k];
         NR(rc_project)(&cam, m, q, s, o, (real_t)p.near_plane, (real_t)p.far_plane, &P, rec);
         NR(rc_project_vjp)(&cam, m, q, s, &P, gr, gm, q1, s1);
         for (int k = 0; k < 4; ++k) gq[k] += q1[k];

@@ -7,6 +7,7 @@
 #include "math/defs.h"
 #include "math/quat.h"
 #include "tiles/tiles_math.h"
+#include "tiles/splat_math.h"
 #include "rasterize_camera/rasterize_camera.h"
 
 /* Real spherical-harmonics constants of the 3DGS convention. */

@@ -40,12 +40,7 @@ NUREC_HD int NR(rc_project)(const NR(rc_camera)* cam, const real_t m[3], const r
     real_t x = P->p[0], y = P->p[1], z = P->p[2];
     rec[NUREC_TREC_DEPTH] = z;
     if (!(z > near_plane && z < far_plane)) return 0;
-    NR(quat_normalize)(q, P->qn, &P->inv_qnorm);
-    NR(quat_to_rotmat)(P->qn, P->Rq);
-    for (int r = 0; r < 3; ++r)
-        for (int k = 0; k < 3; ++k)
-            P->RM[3 * r + k] = (R[3 * r] * P->Rq[k] + R[3 * r + 1] * P->Rq[3 + k] +
-                                R[3 * r + 2] * P->Rq[6 + k]) * s[k];
+    NR(splat_rm)(R, q, s, P->qn, &P->inv_qnorm, P->Rq, P->RM);
     real_t iz = 1 / z;
     real_t j00 = cam->fx * iz, j02 = -cam->fx * x * iz * iz;
     real_t j11 = cam->fy * iz, j12 = -cam->fy * y * iz * iz;
@@ -53,10 +48,7 @@ NUREC_HD int NR(rc_project)(const NR(rc_camera)* cam, const real_t m[3], const r
         P->T[k] = j00 * P->RM[k] + j02 * P->RM[6 + k];
         P->T[3 + k] = j11 * P->RM[3 + k] + j12 * P->RM[6 + k];
     }
-    P->a = P->T[0] * P->T[0] + P->T[1] * P->T[1] + P->T[2] * P->T[2] + (real_t)NUREC_RC_EPS2D;
-    P->b = P->T[0] * P->T[3] + P->T[1] * P->T[4] + P->T[2] * P->T[5];
-    P->c = P->T[3] * P->T[3] + P->T[4] * P->T[4] + P->T[5] * P->T[5] + (real_t)NUREC_RC_EPS2D;
-    P->det = P->a * P->c - P->b * P->b;
+    NR(splat_cov2d)(P->T, (real_t)NUREC_RC_EPS2D, &P->a, &P->b, &P->c, &P->det);
     rec[NUREC_TREC_U] = cam->fx * x * iz + cam->cx;
     rec[NUREC_TREC_V] = cam->fy * y * iz + cam->cy;
     if (!(P->det > 0)) return 0;
@@ -76,20 +68,8 @@ NUREC_HD void NR(rc_project_vjp)(const NR(rc_camera)* cam, const real_t m[3], co
                                  real_t gm[3], real_t gq[4], real_t gs[3]) {
     const real_t* R = cam->R;
     real_t x = P->p[0], y = P->p[1], z = P->p[2], iz = 1 / z, iz2 = iz * iz;
-    real_t A = P->c / P->det, B = -P->b / P->det, C = P->a / P->det;
-    /* conic = inverse(Sigma2): dL/dSigma2 = -Q G Q, G = [[gA, gB/2], [gB/2, gC]] */
-    real_t hb = g[3] * (real_t)0.5;
-    real_t qg00 = A * g[2] + B * hb, qg01 = A * hb + B * g[4];
-    real_t qg10 = B * g[2] + C * hb, qg11 = B * hb + C * g[4];
-    real_t s00 = -(qg00 * A + qg01 * B);
-    real_t s01 = -(qg00 * B + qg01 * C);
-    real_t s11 = -(qg10 * B + qg11 * C);
-    /* Sigma2 = T T^T + eps: dT = 2 S T */
     real_t dT[6];
-    for (int k = 0; k < 3; ++k) {
-        dT[k] = 2 * (s00 * P->T[k] + s01 * P->T[3 + k]);
-        dT[3 + k] = 2 * (s01 * P->T[k] + s11 * P->T[3 + k]);
-    }
+    NR(splat_conic_vjp)(P->a, P->b, P->c, P->det, P->T, g + 2, dT);
     /* T = J RM: dJ = dT RM^T, dRM = J^T dT */
     real_t dj00 = 0, dj02 = 0, dj11 = 0, dj12 = 0;
     for (int k = 0; k < 3; ++k) {
@@ -113,25 +93,7 @@ NUREC_HD void NR(rc_project_vjp)(const NR(rc_camera)* cam, const real_t m[3], co
                 dj11 * (-cam->fy * iz2) + dj12 * (2 * cam->fy * y * iz2 * iz) -
                 g[0] * cam->fx * x * iz2 - g[1] * cam->fy * y * iz2 + g[6];
     for (int k = 0; k < 3; ++k) gm[k] += R[k] * gx + R[3 + k] * gy + R[6 + k] * gz;
-    /* RM = R Rq diag(s): dM = R^T dRM; dRq = dM diag(s); ds_k = sum_i dM_ik Rq_ik */
-    real_t G[9];
-    for (int k = 0; k < 3; ++k) gs[k] = 0;
-    for (int i = 0; i < 3; ++i)
-        for (int k = 0; k < 3; ++k) {
-            real_t dM = R[i] * dRM[k] + R[3 + i] * dRM[3 + k] + R[6 + i] * dRM[6 + k];
-            G[3 * i + k] = dM * s[k];
-            gs[k] += dM * P->Rq[3 * i + k];
-        }
-    /* rotation matrix of the unit quaternion, then the normalization */
-    real_t w = P->qn[0], qx = P->qn[1], qy = P->qn[2], qz = P->qn[3], gu[4];
-    gu[0] = 2 * (-qz * G[1] + qy * G[2] + qz * G[3] - qx * G[5] - qy * G[6] + qx * G[7]);
-    gu[1] = 2 * (qy * G[1] + qz * G[2] + qy * G[3] - 2 * qx * G[4] - w * G[5] + qz * G[6] +
-                 w * G[7] - 2 * qx * G[8]);
-    gu[2] = 2 * (-2 * qy * G[0] + qx * G[1] + w * G[2] + qx * G[3] + qz * G[5] - w * G[6] +
-                 qz * G[7] - 2 * qy * G[8]);
-    gu[3] = 2 * (-2 * qz * G[0] - w * G[1] + qx * G[2] + w * G[3] - 2 * qz * G[4] + qy * G[5] +
-                 qx * G[6] + qy * G[7]);
-    NR(quat_normalize_vjp)(P->qn, P->inv_qnorm, gu, gq);
+    NR(splat_rm_vjp)(R, P->qn, P->inv_qnorm, P->Rq, s, dRM, gq, gs);
     (void)m; (void)q;
 }
 
@@ -232,50 +194,10 @@ NUREC_HD void NR(rc_sh_color_vjp)(int deg, const real_t* coeffs, const real_t m[
 
 /* Alpha of a record r (u, v, A, B, C, o) at pixel centre (px, py); 0 when the
  * Gaussian is skipped there (sigma < 0 or alpha < 1/255). Writes
- * exp(-sigma) and the offsets for the VJP. */
+ * exp(-sigma) and the offsets for the VJP (tiles/splat_math.h). */
 NUREC_HD real_t NR(rc_alpha)(const real_t* r, real_t px, real_t py, real_t* vis, real_t* dx,
                              real_t* dy) {
-    real_t ddx = px - r[0], ddy = py - r[1];
-    real_t sigma = (real_t)0.5 * (r[2] * ddx * ddx + r[4] * ddy * ddy) + r[3] * ddx * ddy;
-    *dx = ddx; *dy = ddy;
-    if (sigma < 0) return 0;
-    real_t e = R_EXP(-sigma);
-    real_t a = R_FMIN((real_t)NUREC_RC_ALPHA_MAX, r[5] * e);
-    *vis = e;
-    return a < (real_t)NUREC_RC_ALPHA_MIN ? (real_t)0 : a;
-}
-
-/* VJP of rc_alpha: adds the gradient of (u, v, A, B, C, o) to g[0..5]. */
-NUREC_HD void NR(rc_alpha_vjp)(const real_t* r, real_t vis, real_t dx, real_t dy, real_t g_alpha,
-                               real_t g[6]) {
-    if (r[5] * vis > (real_t)NUREC_RC_ALPHA_MAX) return; /* clamped at 0.99 */
-    real_t gs = -g_alpha * r[5] * vis;                    /* dL/dsigma */
-    g[0] += -gs * (r[2] * dx + r[3] * dy);
-    g[1] += -gs * (r[3] * dx + r[4] * dy);
-    g[2] += gs * (real_t)0.5 * dx * dx;
-    g[3] += gs * dx * dy;
-    g[4] += gs * (real_t)0.5 * dy * dy;
-    g[5] += g_alpha * vis;
-}
-
-/* One step of the back-to-front sweep of a pixel. On entry *T is the
- * transmittance after this Gaussian, S[nch] and *Sz what is composited
- * behind it (background included); on exit they include this Gaussian.
- * gf, gz, gTa = dL/drender, dL/ddepth and dL/dalpha * T_final. Returns
- * dL/dalpha of this Gaussian and writes its weight alpha T to *w. */
-NUREC_HD real_t NR(rc_composite_vjp)(real_t a, const real_t* f, int nch, real_t z,
-                                     const real_t* gf, real_t gz, real_t gTa, real_t* T,
-                                     real_t* S, real_t* Sz, real_t* w) {
-    real_t ra = 1 / (1 - a);
-    real_t Ti = *T * ra;
-    real_t wi = a * Ti;
-    real_t g = gTa * ra + gz * (Ti * z - *Sz * ra);
-    for (int k = 0; k < nch; ++k) {
-        g += gf[k] * (Ti * f[k] - S[k] * ra);
-        S[k] += wi * f[k];
-    }
-    *Sz += wi * z;
-    *T = Ti;
-    *w = wi;
-    return g;
+    *dx = px - r[0];
+    *dy = py - r[1];
+    return NR(splat_alpha)(r, *dx, *dy, vis);
 }

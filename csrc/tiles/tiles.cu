@@ -121,7 +121,14 @@ emit_kernel(nurec_tiles_params p, uint64_t* keys, int32_t* vals, const int32_t* 
         }
         const uint64_t base = (uint64_t)((i / p.items_per_image) * tiles);
         int64_t k = 0;
-        if (ok) {
+        if (p.boxes) {
+            const int32_t* bx = p.boxes + NUREC_BOX_SIZE * i;
+            int64_t n = nurec_box_count(bx, p.tiles_x, p.tiles_y);
+            for (; k < cnt && k < n && start + k < cap; ++k) {
+                keys[start + k] = ((base + (uint64_t)nurec_box_tile(bx, k, p.tiles_x)) << 32) | dkey;
+                vals[start + k] = (int32_t)i;
+            }
+        } else if (ok) {
             for (int ty = f.py0 / NUREC_TILE; ty <= f.py1 / NUREC_TILE && k < cnt; ++ty) {
                 int a, b;
                 if (!nurec_footprint_row(&f, ty, p.width, &a, &b)) continue;

@@ -58,7 +58,17 @@ int nurec_tiles_bin_cpu(const nurec_tiles_params* p) {
         nurec_footprint f;
         double depth;
         int64_t img = i / p->items_per_image, start = p->offsets[i] - cnt, k = 0;
-        if (footprint_of(p, i, &f, &depth)) {
+        if (p->boxes) {
+            const int32_t* bx = p->boxes + NUREC_BOX_SIZE * i;
+            (void)footprint_of(p, i, &f, &depth); /* for the depth only */
+            int64_t n = nurec_box_count(bx, p->tiles_x, p->tiles_y);
+            for (; k < cnt && k < n; ++k) {
+                tile_entry* t = &e[start + k];
+                t->tile = (uint64_t)(img * tiles + nurec_box_tile(bx, k, p->tiles_x));
+                t->depth = depth;
+                t->item = (int32_t)i;
+            }
+        } else if (footprint_of(p, i, &f, &depth)) {
             for (int ty = f.py0 / NUREC_TILE; ty <= f.py1 / NUREC_TILE && k < cnt; ++ty) {
                 int a, b;
                 if (!nurec_footprint_row(&f, ty, p->width, &a, &b)) continue;

@@ -84,4 +84,21 @@ NUREC_HD int nurec_footprint_of_f64(nurec_footprint* f, const double* r, int wid
                                 height);
 }
 
+/* Tile rectangles (boxes mode, tiles.h): the number of tiles of a box (0
+ * for an empty or invalid one), and its k-th tile (row-major over the box,
+ * columns wrapping modulo tiles_x), k < nurec_box_count. */
+NUREC_HD int64_t nurec_box_count(const int32_t* b, int tiles_x, int tiles_y) {
+    if (b[0] < 0 || b[1] < b[0] || b[1] >= tiles_y || b[2] < 0 || b[2] >= tiles_x || b[3] <= 0 ||
+        b[3] > tiles_x)
+        return 0;
+    return (int64_t)(b[1] - b[0] + 1) * b[3];
+}
+
+NUREC_HD int64_t nurec_box_tile(const int32_t* b, int64_t k, int tiles_x) {
+    int64_t ty = b[0] + k / b[3];
+    int64_t tx = b[2] + k % b[3];
+    if (tx >= tiles_x) tx -= tiles_x;
+    return ty * tiles_x + tx;
+}
+
 #endif /* NUREC_TILES_MATH_H */

@@ -4,5 +4,6 @@ training loop uses before it swaps the fused ops in."""
 from .collect import collect, collect_gaussian_parameters
 from .track_poses import interpolate_track_poses
 from .rasterize_camera import rasterize_camera
+from .rasterize_lidar import rasterize_lidar
 
-__all__ = ["interpolate_track_poses", "collect_gaussian_parameters", "collect"]
+__all__ = ["interpolate_track_poses", "collect_gaussian_parameters", "collect", "rasterize_camera", "rasterize_lidar"]

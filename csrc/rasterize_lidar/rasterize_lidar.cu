@@ -1,0 +1,131 @@
+/* CUDA kernels of rasterize_lidar. Forward: projection with tile rectangles
+ * (1 launch) -> tile binning (tiles.cu, boxes mode: scan, emit, radix sort,
+ * ranges) -> per-tile compositing (1 launch). Backward: two memsets, the
+ * lidar's own per-tile sweep kernel (register budget, batch and carveout of
+ * its own, not the camera's) and the per-Gaussian projection VJP. All on the
+ * caller's stream, no host synchronization; an overflowed binning
+ * (status[1]) turns the outputs into NaN and the gradients into zeros.
+ *
+ * Register budget of the backward (chosen from ptxas with nvcc 13 for sm_90,
+ * to be confirmed by timing on the H200): with RL_CH = 2 channels per pass
+ * (lidar features: intensity, ray-drop logit) the float32 backward needs 48
+ * registers without spills, under NuRec's 64 for lidar (128 for its camera);
+ * 256 threads x RL_BWD_MIN_BLOCKS_F32 = 5 blocks per SM keeps it there
+ * (62.5% theoretical occupancy). Forcing 6 blocks gives 40 registers with
+ * 20 B of spills, 8 blocks 32 registers with 4 B of spills (100%): the
+ * candidate to time against 5. Forward: 32 registers. See
+ * NUREC_OPS_PTXAS_VERBOSE=1. */
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "rasterize_lidar/rasterize_lidar_math.h"
+}
+
+#define NUREC_HD_DEV static __device__ __forceinline__
+#define RL_PROJ_THREADS 256
+#define RL_BLOCK (NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS) /* one thread per ray of a tile */
+#if RL_BLOCK % 32 != 0
+#error "a lidar tile must be a whole number of warps (warp shuffles in the backward)"
+#endif
+#ifndef RL_CH
+#define RL_CH 2                            /* channels per pass */
+#endif
+#ifndef RL_BWD_BATCH
+#define RL_BWD_BATCH 64                    /* Gaussians staged per batch in the backward */
+#endif
+#ifndef RL_BWD_MIN_BLOCKS_F32
+#define RL_BWD_MIN_BLOCKS_F32 5            /* 256 x 5: 48 registers, no spills, 62.5% occupancy (4: 48 too; 6: 40 regs, 20 B spills; 8: 32 regs, 4 B spills, 100%: to time) */
+#endif
+#define RL_BWD_MIN_BLOCKS_F64 2
+#ifndef RL_BWD_DIRECT_LANES
+#define RL_BWD_DIRECT_LANES 4              /* up to this many contributing lanes: direct atomics */
+#endif
+#ifndef RL_BWD_CARVEOUT
+#define RL_BWD_CARVEOUT 25                 /* percent of L1 as shared memory */
+#endif
+#ifndef RL_FWD_CARVEOUT
+#define RL_FWD_CARVEOUT 50
+#endif
+
+#define NUREC_GENERIC_FILE "rasterize_lidar/rasterize_lidar_cuda_generic.cuh"
+#include "math/generic.h"
+
+namespace {
+
+int ok(void) { return cudaGetLastError() == cudaSuccess ? NUREC_OK : NUREC_ERR_CUDA; }
+
+unsigned blocks_for(int64_t n, int t) { return (unsigned)((n + t - 1) / t); }
+
+int num_passes(const nurec_rasterize_lidar_params* p) {
+    return (int)((p->channels + RL_CH - 1) / RL_CH);
+}
+
+// Carveout preferences, set once per process (not stream operations).
+void set_carveouts(void) {
+    static bool done = false;
+    if (done) return;
+    done = true;
+    cudaFuncSetAttribute(rl_forward_kernel_f32, cudaFuncAttributePreferredSharedMemoryCarveout, RL_FWD_CARVEOUT);
+    cudaFuncSetAttribute(rl_forward_kernel_f64, cudaFuncAttributePreferredSharedMemoryCarveout, RL_FWD_CARVEOUT);
+    cudaFuncSetAttribute(rl_backward_kernel_f32, cudaFuncAttributePreferredSharedMemoryCarveout, RL_BWD_CARVEOUT);
+    cudaFuncSetAttribute(rl_backward_kernel_f64, cudaFuncAttributePreferredSharedMemoryCarveout, RL_BWD_CARVEOUT);
+    cudaGetLastError();
+}
+
+}  // namespace
+
+extern "C" size_t nurec_rasterize_lidar_workspace_bytes(const nurec_rasterize_lidar_params* p) {
+    nurec_tiles_params t;
+    nurec_rasterize_lidar_tiles(p, &t);
+    return nurec_tiles_workspace_bytes(&t);
+}
+
+extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_params* p, void* stream) {
+    if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+    cudaStream_t s = (cudaStream_t)stream;
+    const bool f64 = p->dtype == NUREC_F64;
+    const int64_t P = p->num_sweeps * p->num_gaussians;
+    set_carveouts();
+    if (P > 0) {
+        unsigned b = blocks_for(P, RL_PROJ_THREADS);
+        if (f64) rl_project_kernel_f64<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
+        else rl_project_kernel_f32<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
+        if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
+    }
+    nurec_tiles_params t;
+    nurec_rasterize_lidar_tiles(p, &t);
+    int st = nurec_tiles_bin_cuda(&t, stream);
+    if (st != NUREC_OK) return st;
+    if (p->num_sweeps == 0 || p->rows == 0 || p->cols == 0 || p->channels == 0) return NUREC_OK;
+    int passes = num_passes(p);
+    dim3 grid((unsigned)p->tiles_x, (unsigned)p->tiles_y, (unsigned)(p->num_sweeps * passes));
+    if (f64) rl_forward_kernel_f64<<<grid, RL_BLOCK, 0, s>>>(*p, passes);
+    else rl_forward_kernel_f32<<<grid, RL_BLOCK, 0, s>>>(*p, passes);
+    return ok();
+}
+
+extern "C" int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_params* p, void* stream) {
+    if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+    cudaStream_t s = (cudaStream_t)stream;
+    const bool f64 = p->dtype == NUREC_F64;
+    const size_t el = f64 ? sizeof(double) : sizeof(float);
+    const int64_t C = p->num_sweeps, N = p->num_gaussians, P = C * N;
+    set_carveouts();
+    if (P > 0 && cudaMemsetAsync(p->grad_records, 0, el * NUREC_SPLAT_GREC_SIZE * (size_t)P, s) != cudaSuccess)
+        return NUREC_ERR_CUDA;
+    size_t gf = el * (size_t)(p->channels * N);
+    if (gf > 0 && cudaMemsetAsync(p->grad_features, 0, gf, s) != cudaSuccess) return NUREC_ERR_CUDA;
+    if (C > 0 && p->rows > 0 && p->cols > 0 && p->channels > 0) {
+        int passes = num_passes(p);
+        dim3 grid((unsigned)p->tiles_x, (unsigned)p->tiles_y, (unsigned)(C * passes));
+        if (f64) rl_backward_kernel_f64<<<grid, RL_BLOCK, 0, s>>>(*p, passes);
+        else rl_backward_kernel_f32<<<grid, RL_BLOCK, 0, s>>>(*p, passes);
+        if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
+    }
+    if (N > 0) {
+        unsigned b = blocks_for(N, RL_PROJ_THREADS);
+        if (f64) rl_project_backward_kernel_f64<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
+        else rl_project_backward_kernel_f32<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
+    }
+    return ok();
+}

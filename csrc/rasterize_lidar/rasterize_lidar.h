@@ -1,0 +1,108 @@
+/* rasterize_lidar (SPEC section 4): 3D Gaussian splatting into a spinning
+ * lidar given by per-row elevations, per-column azimuths and per-row azimuth
+ * offsets. Plain C params struct and launchers; the per-element math is in
+ * rasterize_lidar_math.h, what it shares with the camera rasterizer
+ * (covariance, conic, alpha, compositing and their VJPs) in
+ * tiles/splat_math.h, the binning in tiles/ (tile rectangles mode).
+ *
+ * Cells are rays (row i, column j): ray (i, j) points at azimuth
+ * column_azimuths[j] + row_azimuth_offsets[i], elevation row_elevations[i].
+ * A tile is NUREC_RL_TILE_ROWS consecutive rows x NUREC_RL_TILE_COLS
+ * consecutive columns; tile columns are circular (the column after the last
+ * is column 0), so a Gaussian on the azimuth seam is binned on both sides.
+ *
+ * Pipeline, CPU and CUDA alike: projection of every (sweep, Gaussian) item
+ * into a tile record (tiles.h layout: u = azimuth, v = elevation, depth =
+ * range), its tile rectangle and count -> tile binning -> per-tile
+ * front-to-back compositing -> (backward) per-tile back-to-front sweep
+ * accumulating per-item gradients -> per-Gaussian projection VJP summed over
+ * sweeps. */
+#ifndef NUREC_RASTERIZE_LIDAR_H
+#define NUREC_RASTERIZE_LIDAR_H
+
+#include <stdint.h>
+
+#include "tiles/splat.h"
+#include "tiles/tiles.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NUREC_RL_TILE_ROWS 16
+#define NUREC_RL_TILE_COLS 16
+/* Gaussians whose mean is within 5 degrees of a pole are dropped. */
+#define NUREC_RL_MAX_ELEVATION 1.4835298641951802 /* pi/2 - 5 deg */
+#define NUREC_RL_EPS2D_FACTOR 0.3                 /* default eps2d = 0.3 (2 pi / W)^2 */
+/* Slack of the binning bounds in radians (relative, absolute) on top of the
+ * opacity-aware ellipse, so that rounding of the per-ray offsets (float32
+ * sums and wraps of angles ~3 rad) can never reach outside the tiles. */
+#define NUREC_RL_BOUND_REL 1e-3
+#define NUREC_RL_BOUND_ABS 1e-5
+
+typedef struct nurec_rasterize_lidar_params {
+    int dtype;
+    int64_t num_sweeps;      /* C */
+    int64_t num_gaussians;   /* N */
+    int rows, cols;          /* R, W */
+    int tiles_x, tiles_y;    /* ceil(W / TILE_COLS), ceil(R / TILE_ROWS) */
+    int64_t channels;        /* D */
+    double near_plane, far_plane, eps2d;
+    /* inputs, dense */
+    const void* means;       /* [N, 3] */
+    const void* quats;       /* [N, 4] */
+    const void* scales;      /* [N, 3] */
+    const void* opacities;   /* [N] */
+    const void* features;    /* [N, D] */
+    const void* viewmats;    /* [C, 4, 4] world -> lidar */
+    const void* row_elevations;      /* [R] monotone or not (rows are scanned) */
+    const void* column_azimuths;     /* [W] monotone (increasing or decreasing) */
+    const void* row_azimuth_offsets; /* [R] */
+    /* intermediates (forward writes, backward reads) */
+    void* records;           /* [C, N, NUREC_TREC_SIZE] */
+    int64_t* counts;         /* [C * N] */
+    int64_t* offsets;        /* [C * N] */
+    int32_t* boxes;          /* [C * N, NUREC_BOX_SIZE] tile rectangles */
+    int32_t* isect_items;    /* [capacity] */
+    int64_t capacity;
+    int64_t* tile_ranges;    /* [C, tiles_y, tiles_x, 2] */
+    int64_t* status;         /* [2] needed intersections, overflowed */
+    void* final_T;           /* [C, R, W] */
+    int32_t* last;           /* [C, R, W] entries consumed per ray (from the tile start) */
+    void* workspace;         /* CUDA binning scratch */
+    size_t workspace_bytes;
+    /* forward outputs */
+    void* out_features;      /* [C, R, W, D] */
+    void* range;             /* [C, R, W] */
+    void* alpha;             /* [C, R, W] */
+    /* backward */
+    const void* grad_out_features; /* [C, R, W, D] */
+    const void* grad_range;  /* [C, R, W] */
+    const void* grad_alpha;  /* [C, R, W] */
+    void* grad_records;      /* [C, N, NUREC_SPLAT_GREC_SIZE] scratch, zeroed by the launcher */
+    void* grad_means;        /* [N, 3] */
+    void* grad_quats;        /* [N, 4] */
+    void* grad_scales;       /* [N, 3] */
+    void* grad_opacities;    /* [N] */
+    void* grad_features;     /* [N, D] */
+} nurec_rasterize_lidar_params;
+
+/* Fills the binning params of this call (shared by both devices). */
+void nurec_rasterize_lidar_tiles(const nurec_rasterize_lidar_params* p, nurec_tiles_params* t);
+
+/* CPU: projection + counts (the exact total through *total), then the caller
+ * allocates isect_items of that size, then the rest. */
+int nurec_rasterize_lidar_project_cpu(const nurec_rasterize_lidar_params* p, int64_t* total);
+int nurec_rasterize_lidar_forward_cpu(const nurec_rasterize_lidar_params* p);
+int nurec_rasterize_lidar_backward_cpu(const nurec_rasterize_lidar_params* p);
+
+/* CUDA: everything on `stream`, no host synchronization. */
+size_t nurec_rasterize_lidar_workspace_bytes(const nurec_rasterize_lidar_params* p);
+int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_params* p, void* stream);
+int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_params* p, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NUREC_RASTERIZE_LIDAR_H */

@@ -1,0 +1,215 @@
+/* Generic over real_t (see math/generic.h). */
+
+#if R_IS_F64
+#define RL_CEIL ceil
+#else
+#define RL_CEIL ceilf
+#endif
+
+/* x wrapped to (-pi, pi]: the azimuth difference of SPEC section 4. The
+ * reference computes the same expression. */
+NUREC_HD real_t NR(rl_wrap)(real_t x) {
+    return x - (real_t)NUREC_RL_TWO_PI * RL_CEIL((x - (real_t)NUREC_RL_PI) / (real_t)NUREC_RL_TWO_PI);
+}
+
+/* Alpha of record r at ray (az, el): d = (wrap(az - u), el - v). */
+NUREC_HD real_t NR(rl_alpha)(const real_t* r, real_t az, real_t el, real_t* vis, real_t* dx,
+                             real_t* dy) {
+    *dx = NR(rl_wrap)(az - r[0]);
+    *dy = el - r[1];
+    return NR(splat_alpha)(r, *dx, *dy, vis);
+}
+
+/* One lidar pose: world -> lidar rotation R (row-major) and t. */
+typedef struct NR(rl_sensor) {
+    real_t R[9], t[3];
+} NR(rl_sensor);
+
+NUREC_HD void NR(rl_sensor_load)(const real_t* V, NR(rl_sensor)* c) {
+    for (int r = 0; r < 3; ++r) {
+        for (int k = 0; k < 3; ++k) c->R[3 * r + k] = V[4 * r + k];
+        c->t[r] = V[4 * r + 3];
+    }
+}
+
+/* Forward intermediates of the projection of one Gaussian (for the VJP). */
+typedef struct NR(rl_proj) {
+    real_t qn[4], inv_qnorm, Rq[9]; /* unit quaternion, 1/|q|, its rotation */
+    real_t RM[9];                   /* R_lidar * Rq * diag(s) */
+    real_t p[3];                    /* lidar-space mean */
+    real_t T[6];                    /* J * RM: Sigma_2d = T T^T + eps2d I */
+    real_t a, b, c, det;            /* Sigma_2d entries */
+} NR(rl_proj);
+
+/* Spherical projection of one Gaussian into a tile record (tiles.h layout:
+ * u = azimuth atan2(y, x), v = elevation atan2(z, rho), depth = range |p|),
+ * covariance through the Jacobian of (azimuth, elevation) at the mean plus
+ * eps2d. Returns 0 (thr = -1) when the range is not in (near, far), the mean
+ * is within 5 degrees of a pole, the 2D covariance is not positive definite
+ * or the opacity cannot reach 1/255. */
+NUREC_HD int NR(rl_project)(const NR(rl_sensor)* S, const real_t m[3], const real_t q[4],
+                            const real_t s[3], real_t o, real_t near_plane, real_t far_plane,
+                            real_t eps2d, NR(rl_proj)* P, real_t rec[NUREC_TREC_SIZE]) {
+    const real_t* R = S->R;
+    for (int k = 0; k < NUREC_TREC_SIZE; ++k) rec[k] = 0;
+    rec[NUREC_TREC_THR] = -1;
+    rec[NUREC_TREC_O] = o;
+    for (int r = 0; r < 3; ++r)
+        P->p[r] = R[3 * r] * m[0] + R[3 * r + 1] * m[1] + R[3 * r + 2] * m[2] + S->t[r];
+    real_t x = P->p[0], y = P->p[1], z = P->p[2];
+    real_t rho2 = x * x + y * y, rho = R_SQRT(rho2), r = R_SQRT(rho2 + z * z);
+    rec[NUREC_TREC_DEPTH] = r;
+    if (!(r > near_plane && r < far_plane)) return 0;
+    real_t el = R_ATAN2(z, rho), az = R_ATAN2(y, x);
+    rec[NUREC_TREC_U] = az;
+    rec[NUREC_TREC_V] = el;
+    if (!(R_FABS(el) <= (real_t)NUREC_RL_MAX_ELEVATION) || !(rho2 > 0)) return 0;
+    NR(splat_rm)(R, q, s, P->qn, &P->inv_qnorm, P->Rq, P->RM);
+    real_t irho2 = 1 / rho2, g = 1 / (r * r * rho);
+    real_t j00 = -y * irho2, j01 = x * irho2;
+    real_t j10 = -x * z * g, j11 = -y * z * g, j12 = rho2 * g;
+    for (int k = 0; k < 3; ++k) {
+        P->T[k] = j00 * P->RM[k] + j01 * P->RM[3 + k];
+        P->T[3 + k] = j10 * P->RM[k] + j11 * P->RM[3 + k] + j12 * P->RM[6 + k];
+    }
+    NR(splat_cov2d)(P->T, eps2d, &P->a, &P->b, &P->c, &P->det);
+    if (!(P->det > 0)) return 0;
+    rec[NUREC_TREC_A] = P->c / P->det;
+    rec[NUREC_TREC_B] = -P->b / P->det;
+    rec[NUREC_TREC_C] = P->a / P->det;
+    if (!((real_t)255 * o >= 1)) return 0;
+    rec[NUREC_TREC_THR] = 2 * R_LOG((real_t)255 * o) + (real_t)NUREC_SPLAT_THR_MARGIN;
+    return 1;
+}
+
+/* Gradient of the projection: g = (gu, gv, gA, gB, gC, go, gr) of the record
+ * -> gradients of the mean (added to gm), quaternion and scales (written). */
+NUREC_HD void NR(rl_project_vjp)(const NR(rl_sensor)* S, const real_t s[3], const NR(rl_proj)* P,
+                                 const real_t* g, real_t gm[3], real_t gq[4], real_t gs[3]) {
+    const real_t* R = S->R;
+    real_t x = P->p[0], y = P->p[1], z = P->p[2];
+    real_t rho2 = x * x + y * y, rho = R_SQRT(rho2), r2 = rho2 + z * z, r = R_SQRT(r2);
+    real_t irho2 = 1 / rho2, ir2 = 1 / r2, gg = ir2 / rho;
+    real_t J0[3] = {-y * irho2, x * irho2, 0};
+    real_t J1[3] = {-x * z * gg, -y * z * gg, rho2 * gg};
+    real_t dT[6];
+    NR(splat_conic_vjp)(P->a, P->b, P->c, P->det, P->T, g + 2, dT);
+    /* T = J RM: dJ = dT RM^T, dRM = J^T dT */
+    real_t dJ0[3], dJ1[3], dRM[9];
+    for (int b = 0; b < 3; ++b) {
+        dJ0[b] = dT[0] * P->RM[3 * b] + dT[1] * P->RM[3 * b + 1] + dT[2] * P->RM[3 * b + 2];
+        dJ1[b] = dT[3] * P->RM[3 * b] + dT[4] * P->RM[3 * b + 1] + dT[5] * P->RM[3 * b + 2];
+        for (int k = 0; k < 3; ++k) dRM[3 * b + k] = J0[b] * dT[k] + J1[b] * dT[3 + k];
+    }
+    /* J0 = (-y, x, 0) / rho^2 */
+    real_t dm0 = -y * dJ0[0] + x * dJ0[1];
+    real_t lx = 2 * x * irho2, ly = 2 * y * irho2;
+    real_t gx = irho2 * (dJ0[1] - lx * dm0);
+    real_t gy = irho2 * (-dJ0[0] - ly * dm0);
+    real_t gz = 0;
+    /* J1 = n gg, n = (-x z, -y z, rho^2), gg = 1 / (r^2 rho):
+     * d gg / dp = -gg h, h = (x (2/r^2 + 1/rho^2), y (2/r^2 + 1/rho^2), 2 z / r^2) */
+    real_t dn1 = -x * z * dJ1[0] - y * z * dJ1[1] + rho2 * dJ1[2];
+    real_t hk = 2 * ir2 + irho2;
+    gx += gg * (-z * dJ1[0] + 2 * x * dJ1[2] - x * hk * dn1);
+    gy += gg * (-z * dJ1[1] + 2 * y * dJ1[2] - y * hk * dn1);
+    gz += gg * (-x * dJ1[0] - y * dJ1[1] - 2 * z * ir2 * dn1);
+    /* azimuth (row J0), elevation (row J1), range p / r */
+    real_t ir = 1 / r;
+    gx += g[0] * J0[0] + g[1] * J1[0] + g[6] * x * ir;
+    gy += g[0] * J0[1] + g[1] * J1[1] + g[6] * y * ir;
+    gz += g[1] * J1[2] + g[6] * z * ir;
+    for (int k = 0; k < 3; ++k) gm[k] += R[k] * gx + R[3 + k] * gy + R[6 + k] * gz;
+    NR(splat_rm_vjp)(R, P->qn, P->inv_qnorm, P->Rq, s, dRM, gq, gs);
+}
+
+/* First column j in [0, W] with dir * (az[j] - az[0]) >= v (> v when
+ * strict): binary search over monotone column azimuths (dir = +1
+ * increasing, -1 decreasing). Any input stays in bounds. */
+NUREC_HD int NR(rl_col_search)(const real_t* az, int W, double dir, double v, int strict) {
+    int lo = 0, hi = W;
+    double a0 = (double)az[0];
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        double sv = dir * ((double)az[mid] - a0);
+        if (strict ? sv > v : sv >= v) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* Tile rectangle (tiles.h boxes mode) of a record: the rays (i, j) whose
+ * offset to the mean can lie in the opacity-aware ellipse d^T Q d <= thr
+ * (widened by NUREC_RL_BOUND_*). Rows: a scan of the real row elevations
+ * (any order) against the elevation extent, which also gives the azimuth
+ * offsets of the rows reached. Columns: azimuths c_j with
+ * c_j + offset - mean in [-e, e] modulo 2 pi, by binary search over the
+ * unwrapped, monotone column azimuths; a range that wraps past the last
+ * column continues at column 0 (the seam). Computed in double. Writes box,
+ * returns its tile count (0: no ray reached). */
+NUREC_HD int64_t NR(rl_box)(const real_t* rec, const real_t* row_el, const real_t* col_az,
+                            const real_t* row_off, int R, int W, int tiles_x, int tiles_y,
+                            int32_t box[NUREC_BOX_SIZE]) {
+    box[0] = box[1] = box[2] = -1;
+    box[3] = 0;
+    double thr = rec[NUREC_TREC_THR], A = rec[NUREC_TREC_A], B = rec[NUREC_TREC_B],
+           C = rec[NUREC_TREC_C];
+    if (R <= 0 || W <= 0 || !(thr >= 0.0) || !(A > 0.0) || !(C > 0.0)) return 0;
+    double delta = A * C - B * B;
+    if (!(delta > 0.0)) return 0;
+    double e_az = sqrt(thr * C / delta) * (1.0 + NUREC_RL_BOUND_REL) + NUREC_RL_BOUND_ABS;
+    double e_el = sqrt(thr * A / delta) * (1.0 + NUREC_RL_BOUND_REL) + NUREC_RL_BOUND_ABS;
+    double mu_az = rec[NUREC_TREC_U], mu_el = rec[NUREC_TREC_V];
+    if (!(fabs(mu_az) < 1e6 && fabs(mu_el) < 1e6 && e_el < 1e30)) return 0;
+    int i0 = R, i1 = -1;
+    double omin = 1e300, omax = -1e300;
+    for (int i = 0; i < R; ++i) {
+        if (!(fabs((double)row_el[i] - mu_el) <= e_el)) continue;
+        double o = (double)row_off[i];
+        if (i < i0) i0 = i;
+        i1 = i;
+        omin = fmin(omin, o);
+        omax = fmax(omax, o);
+    }
+    if (i1 < 0) return 0;
+    double lo = mu_az - omax - e_az, hi = mu_az - omin + e_az, L = hi - lo;
+    int ja = 0, jb = W - 1, wrap = 0;
+    if (L < NUREC_RL_TWO_PI) { /* else (or NaN): every column */
+        double dir = (W > 1 && (double)col_az[W - 1] < (double)col_az[0]) ? -1.0 : 1.0;
+        double a0 = (double)col_az[0];
+        double a = dir > 0 ? lo - a0 : a0 - hi;
+        a -= NUREC_RL_TWO_PI * floor(a / NUREC_RL_TWO_PI); /* [0, 2 pi) */
+        int n = 0, ia[3], ib[3];
+        for (int k = -1; k <= 1; ++k) { /* disjoint, in column order */
+            double v0 = a + k * NUREC_RL_TWO_PI;
+            int j0 = NR(rl_col_search)(col_az, W, dir, v0, 0);
+            int j1 = NR(rl_col_search)(col_az, W, dir, v0 + L, 1) - 1;
+            if (j0 <= j1) {
+                ia[n] = j0;
+                ib[n] = j1;
+                ++n;
+            }
+        }
+        if (n == 0) return 0;
+        ja = ia[0];
+        jb = ib[n - 1];
+        if (n == 2 && (W - ia[1]) + ib[0] + 1 < jb - ja + 1) { /* across the seam */
+            ja = ia[1];
+            jb = ib[0];
+            wrap = 1;
+        }
+    }
+    box[0] = i0 / NUREC_RL_TILE_ROWS;
+    box[1] = i1 / NUREC_RL_TILE_ROWS;
+    int t0 = ja / NUREC_RL_TILE_COLS, t1 = jb / NUREC_RL_TILE_COLS;
+    int ntx = wrap ? (tiles_x - t0) + t1 + 1 : t1 - t0 + 1;
+    if (ntx >= tiles_x) {
+        t0 = 0;
+        ntx = tiles_x;
+    }
+    box[2] = t0;
+    box[3] = ntx;
+    return nurec_box_count(box, tiles_x, tiles_y);
+}
+
+#undef RL_CEIL

@@ -1,0 +1,115 @@
+/* Generic over real_t (see math/generic.h). */
+
+/* Sensor-space covariance factor of one Gaussian: with R the world -> sensor
+ * rotation (row-major), RM = R Rq diag(s), so Sigma_sensor = RM RM^T.
+ * Writes the unit quaternion, 1/|q| and Rq for the VJP. */
+NUREC_HD void NR(splat_rm)(const real_t R[9], const real_t q[4], const real_t s[3], real_t qn[4],
+                           real_t* inv_qnorm, real_t Rq[9], real_t RM[9]) {
+    NR(quat_normalize)(q, qn, inv_qnorm);
+    NR(quat_to_rotmat)(qn, Rq);
+    for (int r = 0; r < 3; ++r)
+        for (int k = 0; k < 3; ++k)
+            RM[3 * r + k] = (R[3 * r] * Rq[k] + R[3 * r + 1] * Rq[3 + k] + R[3 * r + 2] * Rq[6 + k]) * s[k];
+}
+
+/* 2D covariance T T^T + eps I of T = J RM (2 x 3, row-major). */
+NUREC_HD void NR(splat_cov2d)(const real_t T[6], real_t eps, real_t* a, real_t* b, real_t* c,
+                              real_t* det) {
+    *a = T[0] * T[0] + T[1] * T[1] + T[2] * T[2] + eps;
+    *b = T[0] * T[3] + T[1] * T[4] + T[2] * T[5];
+    *c = T[3] * T[3] + T[4] * T[4] + T[5] * T[5] + eps;
+    *det = *a * *c - *b * *b;
+}
+
+/* VJP of the conic (A, B, C) = inverse(T T^T + eps I) with respect to T:
+ * g = (gA, gB, gC); writes dT (2 x 3). */
+NUREC_HD void NR(splat_conic_vjp)(real_t a, real_t b, real_t c, real_t det, const real_t T[6],
+                                  const real_t g[3], real_t dT[6]) {
+    real_t A = c / det, B = -b / det, C = a / det;
+    /* dL/dSigma2 = -Q G Q, G = [[gA, gB/2], [gB/2, gC]] */
+    real_t hb = g[1] * (real_t)0.5;
+    real_t qg00 = A * g[0] + B * hb, qg01 = A * hb + B * g[2];
+    real_t qg10 = B * g[0] + C * hb, qg11 = B * hb + C * g[2];
+    real_t s00 = -(qg00 * A + qg01 * B);
+    real_t s01 = -(qg00 * B + qg01 * C);
+    real_t s11 = -(qg10 * B + qg11 * C);
+    /* Sigma2 = T T^T + eps: dT = 2 S T */
+    for (int k = 0; k < 3; ++k) {
+        dT[k] = 2 * (s00 * T[k] + s01 * T[3 + k]);
+        dT[3 + k] = 2 * (s01 * T[k] + s11 * T[3 + k]);
+    }
+}
+
+/* VJP of splat_rm: dRM (3 x 3) -> gradients of the quaternion (through its
+ * normalization) and of the scales (both written). */
+NUREC_HD void NR(splat_rm_vjp)(const real_t R[9], const real_t qn[4], real_t inv_qnorm,
+                               const real_t Rq[9], const real_t s[3], const real_t dRM[9],
+                               real_t gq[4], real_t gs[3]) {
+    /* RM = R Rq diag(s): dM = R^T dRM; dRq = dM diag(s); ds_k = sum_i dM_ik Rq_ik */
+    real_t G[9];
+    for (int k = 0; k < 3; ++k) gs[k] = 0;
+    for (int i = 0; i < 3; ++i)
+        for (int k = 0; k < 3; ++k) {
+            real_t dM = R[i] * dRM[k] + R[3 + i] * dRM[3 + k] + R[6 + i] * dRM[6 + k];
+            G[3 * i + k] = dM * s[k];
+            gs[k] += dM * Rq[3 * i + k];
+        }
+    /* rotation matrix of the unit quaternion, then the normalization */
+    real_t w = qn[0], qx = qn[1], qy = qn[2], qz = qn[3], gu[4];
+    gu[0] = 2 * (-qz * G[1] + qy * G[2] + qz * G[3] - qx * G[5] - qy * G[6] + qx * G[7]);
+    gu[1] = 2 * (qy * G[1] + qz * G[2] + qy * G[3] - 2 * qx * G[4] - w * G[5] + qz * G[6] +
+                 w * G[7] - 2 * qx * G[8]);
+    gu[2] = 2 * (-2 * qy * G[0] + qx * G[1] + w * G[2] + qx * G[3] + qz * G[5] - w * G[6] +
+                 qz * G[7] - 2 * qy * G[8]);
+    gu[3] = 2 * (-2 * qz * G[0] - w * G[1] + qx * G[2] + w * G[3] - 2 * qz * G[4] + qy * G[5] +
+                 qx * G[6] + qy * G[7]);
+    NR(quat_normalize_vjp)(qn, inv_qnorm, gu, gq);
+}
+
+/* Alpha of a record r (u, v, A, B, C, o; tiles.h layout) at the offset
+ * d = (dx, dy) = cell - (u, v): 0 when the Gaussian is skipped there
+ * (sigma < 0 or alpha < 1/255). Writes exp(-sigma) for the VJP. */
+NUREC_HD real_t NR(splat_alpha)(const real_t* r, real_t dx, real_t dy, real_t* vis) {
+    real_t sigma = (real_t)0.5 * (r[2] * dx * dx + r[4] * dy * dy) + r[3] * dx * dy;
+    if (sigma < 0) return 0;
+    real_t e = R_EXP(-sigma);
+    real_t a = R_FMIN((real_t)NUREC_SPLAT_ALPHA_MAX, r[5] * e);
+    *vis = e;
+    return a < (real_t)NUREC_SPLAT_ALPHA_MIN ? (real_t)0 : a;
+}
+
+/* VJP of splat_alpha: adds the gradient of (u, v, A, B, C, o) to g[0..5]
+ * (d = cell - (u, v), so d/du = -d/ddx whatever shift made dx). */
+NUREC_HD void NR(splat_alpha_vjp)(const real_t* r, real_t vis, real_t dx, real_t dy,
+                                  real_t g_alpha, real_t g[6]) {
+    if (r[5] * vis > (real_t)NUREC_SPLAT_ALPHA_MAX) return; /* clamped at 0.99 */
+    real_t gs = -g_alpha * r[5] * vis;                       /* dL/dsigma */
+    g[0] += -gs * (r[2] * dx + r[3] * dy);
+    g[1] += -gs * (r[3] * dx + r[4] * dy);
+    g[2] += gs * (real_t)0.5 * dx * dx;
+    g[3] += gs * dx * dy;
+    g[4] += gs * (real_t)0.5 * dy * dy;
+    g[5] += g_alpha * vis;
+}
+
+/* One step of the back-to-front sweep of a cell. On entry *T is the
+ * transmittance after this Gaussian, S[nch] and *Sz what is composited
+ * behind it (background included); on exit they include this Gaussian.
+ * gf, gz, gTa = dL/dfeatures, dL/ddepth and dL/dalpha * T_final. Returns
+ * dL/dalpha of this Gaussian and writes its weight alpha T to *w. */
+NUREC_HD real_t NR(splat_composite_vjp)(real_t a, const real_t* f, int nch, real_t z,
+                                        const real_t* gf, real_t gz, real_t gTa, real_t* T,
+                                        real_t* S, real_t* Sz, real_t* w) {
+    real_t ra = 1 / (1 - a);
+    real_t Ti = *T * ra;
+    real_t wi = a * Ti;
+    real_t g = gTa * ra + gz * (Ti * z - *Sz * ra);
+    for (int k = 0; k < nch; ++k) {
+        g += gf[k] * (Ti * f[k] - S[k] * ra);
+        S[k] += wi * f[k];
+    }
+    *Sz += wi * z;
+    *T = Ti;
+    *w = wi;
+    return g;
+}

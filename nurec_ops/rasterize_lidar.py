@@ -1,0 +1,215 @@
+"""rasterize_lidar (SPEC section 4): fused op, fake kernels, autograd, and
+the same sync-free binning capacity policy as the camera rasterizer (see
+nurec_ops/_binning.py)."""
+import math
+
+import torch
+
+from . import _binning
+from . import _checks as Ck
+from ._library import ops
+from .nvtx import ranged
+
+_OP = "rasterize_lidar"
+_TILE_ROWS = 16
+_TILE_COLS = 16
+_POLICY = _binning.policy(_OP)
+
+
+def default_eps2d(num_columns):
+    """SPEC default: ``0.3 * (2 pi / W)^2`` rad^2 (0 for a sensor without columns)."""
+    W = int(num_columns)
+    return 0.3 * (2.0 * math.pi / W) ** 2 if W > 0 else 0.0
+
+
+@ranged("nurec_ops.rasterize_lidar")
+def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
+                    row_azimuth_offsets, near=0.5, far=200.0, eps2d=None, *, binning="auto", capacity=None,
+                    on_overflow="warn"):
+    """3D Gaussian splatting of world-space Gaussians into spinning lidars.
+
+    Args:
+        means ``[N, 3]``, quats ``[N, 4]`` (w, x, y, z; normalized here),
+        scales ``[N, 3]``, opacities ``[N]`` (activated): the Gaussians.
+        features: ``[N, D]``, any D >= 1 (intensity, ray-drop logit, ...).
+        viewmats ``[C, 4, 4]``: world -> lidar (x forward, y left, z up), one
+            per sweep.
+        row_elevations ``[R]``, column_azimuths ``[W]``, row_azimuth_offsets
+            ``[R]`` (radians): ray (i, j) points at azimuth
+            ``column_azimuths[j] + row_azimuth_offsets[i]`` and elevation
+            ``row_elevations[i]``. Rows may be unevenly spaced and in any
+            order; column azimuths must be monotone (increasing or
+            decreasing, as a spinning lidar's are) and may run past +-pi
+            (e.g. 3.09 down to -3.19): only differences are wrapped. See
+            nurec_ops.lidar_model for the real 128 x 3600 calibration.
+        near, far: Gaussians whose mean's range is not in (near, far) metres
+            are dropped.
+        eps2d: rad^2 added to the projected covariance's diagonal; None:
+            ``0.3 * (2 pi / W)^2`` (0.3 "column^2", as the camera's 0.3 px^2).
+        binning, capacity, on_overflow: as for rasterize_camera (CUDA only;
+            the CPU is always exact): ``"auto"`` is sync-free with the
+            asynchronous capacity policy (an overflowing call returns NaN
+            outputs and zero gradients and is reported at a later call),
+            ``"exact"`` synchronizes once per call and re-runs on overflow;
+            ``capacity=`` fixes the number of Gaussian-tile intersections
+            (CUDA graphs, torch.compile).
+
+    Returns:
+        ``(features [C, R, W, D], range [C, R, W, 1], alpha [C, R, W, 1])``:
+        ``features = sum w f``, ``range = sum w r`` (expected range of the
+        means, not normalized by alpha), ``alpha = 1 - T``. Differentiable
+        with respect to means, quats, scales, opacities and features.
+
+    Semantics (SPEC section 4): a mean at lidar-space p maps to (azimuth,
+    elevation) = (atan2(y, x), atan2(z, sqrt(x^2 + y^2))) and range |p|; its
+    covariance is projected with the Jacobian of that map at the mean, plus
+    eps2d on the diagonal. Means within 5 degrees of a pole are dropped. Per
+    ray, d = (wrap(ray azimuth - azimuth), ray elevation - elevation) with
+    wrap to (-pi, pi], then compositing exactly as the camera (SPEC 3):
+    ascending range, ``alpha = min(0.99, o exp(-d^T Sigma^-1 d / 2))``,
+    skipped below 1/255, stop before T < 1e-4. Tiles (16 rows x 16 columns,
+    circular in columns, so a Gaussian straddling the seam is binned on both
+    sides) are only a schedule: each Gaussian's rectangle of tiles covers
+    every ray inside its opacity-aware ellipse (plus a rounding margin), rows
+    found by a scan of the real row elevations and columns by a search of the
+    azimuths, so outputs do not depend on tiling. Choices where the SPEC is
+    silent: the SPEC's exact range bounds are open (near < r < far, as the
+    camera's z); a zero quaternion is the identity with zero gradient;
+    gradients do not flow into viewmats or the sensor model.
+    """
+    if binning not in ("auto", "exact"):
+        Ck.fail(_OP, f'`binning` must be "auto" or "exact", got {binning!r}')
+    if on_overflow not in ("warn", "raise"):
+        Ck.fail(_OP, f'`on_overflow` must be "warn" or "raise", got {on_overflow!r}')
+    W = column_azimuths.shape[0] if column_azimuths.dim() == 1 else 0
+    e2 = default_eps2d(W) if eps2d is None else float(eps2d)
+    cap = 0
+    dev = means.device
+    key = None
+    if dev.type == "cuda":
+        _POLICY.on_overflow = on_overflow
+        key = (viewmats.shape[0], row_elevations.shape[0], W)
+        if capacity is not None:
+            cap = int(capacity)
+            if cap < 0:
+                Ck.fail(_OP, f"`capacity` must be >= 0, got {cap}")
+        else:
+            C, N = viewmats.shape[0], means.shape[0]
+            cap = _POLICY.capacity_for(dev, key, 8 * C * N)
+    args = (means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
+            row_azimuth_offsets, float(near), float(far), e2)
+    out = ops.rasterize_lidar_fwd(*args, cap)
+    if dev.type == "cuda":
+        if binning == "exact" and not _binning._compiling():
+            needed, overflowed = (int(v) for v in out[9].tolist())  # the one sync
+            _POLICY.update(_POLICY._key(dev, key), needed)
+            if overflowed:
+                out = ops.rasterize_lidar_fwd(*args, max(needed, 1))
+        elif capacity is None:
+            _POLICY.record(dev, key, out[9], cap)
+    return out[0], out[1], out[2]
+
+
+def check_overflow():
+    """Reads the binning reports that have arrived (never waits) and warns or
+    raises for any overflowed call, as the next call would."""
+    _POLICY.poll()
+
+
+def _check(op, means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
+           row_azimuth_offsets, near, far, eps2d):
+    Ck.shape(op, "means", means, (-1, 3), "[N, 3]")
+    Ck.real(op, "means", means, means, "means")
+    N = means.shape[0]
+    Ck.shape(op, "quats", quats, (N, 4), "[N, 4] (N = means.shape[0])")
+    Ck.shape(op, "scales", scales, (N, 3), "[N, 3] (N = means.shape[0])")
+    Ck.shape(op, "opacities", opacities, (N,), "[N] (N = means.shape[0])")
+    Ck.shape(op, "features", features, (N, -1), "[N, D] (N = means.shape[0])")
+    D = features.shape[1]
+    if D < 1:
+        Ck.fail(op, f"`features` must have at least one channel, got {list(features.shape)}")
+    Ck.shape(op, "viewmats", viewmats, (-1, 4, 4), "[C, 4, 4]")
+    C = viewmats.shape[0]
+    Ck.shape(op, "row_elevations", row_elevations, (-1,), "[R]")
+    R = row_elevations.shape[0]
+    Ck.shape(op, "column_azimuths", column_azimuths, (-1,), "[W]")
+    W = column_azimuths.shape[0]
+    Ck.shape(op, "row_azimuth_offsets", row_azimuth_offsets, (R,), "[R] (R = row_elevations.shape[0])")
+    named = [("quats", quats), ("scales", scales), ("opacities", opacities), ("features", features),
+             ("viewmats", viewmats), ("row_elevations", row_elevations), ("column_azimuths", column_azimuths),
+             ("row_azimuth_offsets", row_azimuth_offsets)]
+    for name, t in named:
+        Ck.real(op, name, t, means, "means")
+    for name, t in named:
+        Ck.device(op, name, t, means, "means")
+    if R > (1 << 20):
+        Ck.fail(op, f"`row_elevations` may have at most 2^20 rows, got {R}")
+    if W > (1 << 24):
+        Ck.fail(op, f"`column_azimuths` may have at most 2^24 columns, got {W}")
+    if not near > 0:
+        Ck.fail(op, f"`near` must be > 0, got {near}")
+    if not far > near:
+        Ck.fail(op, f"`far` must be > `near`, got near = {near}, far = {far}")
+    if not (eps2d >= 0 and eps2d < 1e30):
+        Ck.fail(op, f"`eps2d` must be finite and >= 0, got {eps2d}")
+    return C, N, D, R, W
+
+
+@torch.library.register_fake("nurec_ops::rasterize_lidar_fwd")
+def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
+          row_azimuth_offsets, near, far, eps2d, capacity):
+    C, N, D, R, W = _check(_OP, means, quats, scales, opacities, features, viewmats, row_elevations,
+                           column_azimuths, row_azimuth_offsets, near, far, eps2d)
+    ty, tx = (R + _TILE_ROWS - 1) // _TILE_ROWS, (W + _TILE_COLS - 1) // _TILE_COLS
+    if means.device.type == "cuda":
+        M = capacity
+    else:
+        M = torch.library.get_ctx().new_dynamic_size()
+    e = means.new_empty
+    i64, i32 = torch.int64, torch.int32
+    return (e((C, R, W, D)), e((C, R, W, 1)), e((C, R, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),
+            e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64), e((C, R, W)), e((C, R, W), dtype=i32),
+            e((2,), dtype=i64))
+
+
+@torch.library.register_fake("nurec_ops::rasterize_lidar_bwd")
+def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, opacities, features, viewmats,
+                   row_elevations, column_azimuths, row_azimuth_offsets, records, counts, isect_items,
+                   tile_ranges, final_T, last, status, near, far, eps2d):
+    C, N, D, R, W = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats,
+                           row_elevations, column_azimuths, row_azimuth_offsets, near, far, eps2d)
+    Ck.shape(_OP + "_backward", "grad_features", grad_features, (C, R, W, D), "[C, R, W, D]")
+    Ck.shape(_OP + "_backward", "grad_range", grad_range, (C, R, W, 1), "[C, R, W, 1]")
+    Ck.shape(_OP + "_backward", "grad_alpha", grad_alpha, (C, R, W, 1), "[C, R, W, 1]")
+    e = means.new_empty
+    return e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e((N, D))
+
+
+def _setup_context(ctx, inputs, output):
+    (means, quats, scales, opacities, features, viewmats, row_el, col_az, row_off, near, far, eps2d,
+     capacity) = inputs
+    _, _, _, records, counts, isect, ranges, final_T, last, status = output
+    ctx.set_materialize_grads(False)
+    ctx.save_for_backward(means, quats, scales, opacities, features, viewmats, row_el, col_az, row_off,
+                          records, counts, isect, ranges, final_T, last, status)
+    ctx.cfg = (near, far, eps2d)
+
+
+def _backward(ctx, g_feat, g_range, g_alpha, *_unused):
+    (means, quats, scales, opacities, features, viewmats, row_el, col_az, row_off, records, counts, isect,
+     ranges, final_T, last, status) = ctx.saved_tensors
+    near, far, eps2d = ctx.cfg
+    C, D, R, W = viewmats.shape[0], features.shape[1], row_el.shape[0], col_az.shape[0]
+    if g_feat is None:
+        g_feat = means.new_zeros((C, R, W, D))
+    if g_range is None:
+        g_range = means.new_zeros((C, R, W, 1))
+    if g_alpha is None:
+        g_alpha = means.new_zeros((C, R, W, 1))
+    gm, gq, gs, go, gf = ops.rasterize_lidar_bwd(
+        g_feat, g_range, g_alpha, means, quats, scales, opacities, features, viewmats, row_el, col_az, row_off,
+        records, counts, isect, ranges, final_T, last, status, near, far, eps2d)
+    return gm, gq, gs, go, gf, None, None, None, None, None, None, None, None
+
+
+torch.library.register_autograd("nurec_ops::rasterize_lidar_fwd", _backward, setup_context=_setup_context)

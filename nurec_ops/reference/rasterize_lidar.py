@@ -1,0 +1,97 @@
+"""Reference rasterize_lidar (SPEC section 4): dense pure PyTorch. Every
+Gaussian is evaluated at every ray of every sweep, sorted by range and
+composited by the SPEC rules; autograd gives the gradients. Memory is
+O(C * R * W * N): the parity oracle for small sensors, not a renderer."""
+import math
+
+import torch
+
+from . import quat
+
+ALPHA_MIN = 1.0 / 255.0
+ALPHA_MAX = 0.99
+T_MIN = 1e-4
+MAX_ELEVATION = math.pi / 2 - math.radians(5.0)
+
+
+def wrap(x):
+    """x wrapped to (-pi, pi] (the same expression as the fused op)."""
+    return x - 2 * math.pi * torch.ceil((x - math.pi) / (2 * math.pi))
+
+
+def project(means, quats, scales, viewmats, eps2d, near, far):
+    """Spherical projection of N Gaussians into C lidars: (azimuth, elevation)
+    [C,N,2], conic [C,N,3], range [C,N], valid [C,N]. Invalid items get a
+    harmless stand-in position so that nothing (value or gradient) is NaN."""
+    R = viewmats[:, :3, :3]
+    t = viewmats[:, :3, 3]
+    p = torch.einsum("cij,nj->cni", R, means) + t[:, None, :]
+    with torch.no_grad():
+        rd = torch.linalg.vector_norm(p, dim=-1)
+        rhod = torch.hypot(p[..., 0], p[..., 1])
+        eld = torch.atan2(p[..., 2], rhod)
+        valid = (rd > near) & (rd < far) & (eld.abs() <= MAX_ELEVATION) & (rhod > 0)
+    stand_in = torch.tensor([1.0, 0.0, 0.0], dtype=p.dtype, device=p.device)
+    p = torch.where(valid[..., None], p, stand_in)
+    x, y, z = p.unbind(-1)
+    rho2 = x * x + y * y
+    rho = torch.sqrt(rho2)
+    r2 = rho2 + z * z
+    r = torch.sqrt(r2)
+    az = torch.atan2(y, x)
+    el = torch.atan2(z, rho)
+    zero = torch.zeros_like(x)
+    J = torch.stack((torch.stack((-y / rho2, x / rho2, zero), -1),
+                     torch.stack((-x * z / (r2 * rho), -y * z / (r2 * rho), rho / r2), -1)), -2)  # [C,N,2,3]
+    M = quat.to_rotmat(quat.normalize(quats)) * scales[:, None, :]  # [N,3,3]
+    RM = torch.einsum("cij,njk->cnik", R, M)
+    T = J @ RM
+    S = T @ T.transpose(-1, -2)
+    a = S[..., 0, 0] + eps2d
+    b = S[..., 0, 1]
+    c = S[..., 1, 1] + eps2d
+    det = a * c - b * b
+    valid = valid & (det > 0).detach()
+    det = torch.where(valid, det, torch.ones_like(det))
+    conic = torch.stack((c / det, -b / det, a / det), -1)
+    return torch.stack((az, el), -1), conic, r, valid
+
+
+def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
+                    row_azimuth_offsets, near=0.5, far=200.0, eps2d=None):
+    """Pure-PyTorch twin of :func:`nurec_ops.rasterize_lidar`."""
+    C, N = viewmats.shape[0], means.shape[0]
+    R, W = row_elevations.shape[0], column_azimuths.shape[0]
+    if eps2d is None:
+        eps2d = 0.3 * (2 * math.pi / W) ** 2 if W > 0 else 0.0
+    ae, conic, r, valid = project(means, quats, scales, viewmats, float(eps2d), near, far)
+    D = features.shape[-1]
+    col = features[None].expand(C, N, D)
+    key = torch.where(valid, r, torch.full_like(r, float("inf")))
+    order = torch.sort(key.detach(), dim=-1, stable=True).indices
+    g = lambda x: torch.gather(x, 1, order.reshape(C, N, *([1] * (x.dim() - 2))).expand(C, N, *x.shape[2:]))  # noqa: E731
+    ae, conic, r, col, valid = g(ae), g(conic), g(r), g(col), g(valid)
+    o = torch.gather(opacities[None].expand(C, N), 1, order)
+    ray_az = column_azimuths[None, :] + row_azimuth_offsets[:, None]  # [R,W]
+    ray_el = row_elevations[:, None].expand(R, W)
+    dx = wrap(ray_az[None, :, :, None] - ae[:, None, None, :, 0])  # [C,R,W,N]
+    dy = ray_el[None, :, :, None] - ae[:, None, None, :, 1]
+    A, B, Cc = (conic[:, None, None, :, k] for k in range(3))
+    sigma = 0.5 * (A * dx * dx + Cc * dy * dy) + B * dx * dy
+    alpha = torch.clamp(o[:, None, None, :] * torch.exp(-sigma), max=ALPHA_MAX)
+    keep = valid[:, None, None, :] & (sigma >= 0) & (alpha >= ALPHA_MIN)
+    with torch.no_grad():
+        a_eff = torch.where(keep, alpha, torch.zeros_like(alpha))
+        T_incl = torch.cumprod(1 - a_eff, dim=-1)
+        used = keep & (T_incl >= T_MIN)
+    a_used = torch.where(used, alpha, torch.zeros_like(alpha))
+    T_all = torch.cumprod(1 - a_used, dim=-1)
+    T_excl = torch.cat((torch.ones_like(T_all[..., :1]), T_all[..., :-1]), -1)
+    w = a_used * T_excl
+    if N > 0:
+        T_final = T_all[..., -1:]
+    else:
+        T_final = torch.ones(C, R, W, 1, dtype=means.dtype, device=means.device)
+    out = torch.einsum("crwn,cnd->crwd", w, col)
+    rng = torch.einsum("crwn,cn->crw", w, r)[..., None]
+    return out, rng, 1 - T_final
