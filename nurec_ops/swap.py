@@ -68,7 +68,9 @@ class Swap:
             raise ValueError(f"nurec_ops.swap: {_describe(target)} has none of {', '.join(wanted)}")
         for name, fused in plan.items():  # all checks passed: now change the target
             self._originals[name] = _own_attribute(target, name)
-            setattr(target, name, fused)
+            # on a class, a plain function would be bound to the instance
+            # (self as `means`): store it as the staticmethod it replaces
+            setattr(target, name, staticmethod(fused) if inspect.isclass(target) else fused)
             self.swapped.append(name)
         log.info("nurec_ops.swap: %s", self)
 
@@ -95,8 +97,10 @@ def _own_attribute(target, name):
     d = getattr(target, "__dict__", None)
     if d is not None and name in d:
         return True, d[name]
-    if inspect.ismodule(target) or inspect.isclass(target):
+    if inspect.ismodule(target):
         return True, getattr(target, name)
+    # inherited by a class, or provided to an object by its class: restore by
+    # removing what the swap added, so that the lookup finds the original again
     return False, None
 
 

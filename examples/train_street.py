@@ -1,0 +1,523 @@
+#!/usr/bin/env python3
+"""An "existing training loop" for a dynamic street, written against the
+pure-PyTorch reference ops of nurec_ops, and the drop-in swap that makes it
+fast (issue 5, SPEC section 5).
+
+The ground truth is a synthetic street (examples/street_scene.py): ground,
+facades and cars on keyframed tracks, seen by an ego camera and a spinning
+lidar (the real 128 x 3600 calibration, reduced on the CPU) at many frame
+times. Training starts from a perturbed scene (noisy Gaussians, offset actor
+key poses) and optimizes the Gaussians and the actor key poses with Adam on
+camera L1 + lidar range L1. Each step: collect the Gaussians at the frame
+time, render the camera and the lidar, backward, optimizer step.
+
+    python3 examples/train_street.py                      # reference ops, CPU or GPU
+    python3 examples/train_street.py --fused              # the same loop, fused ops swapped in
+    python3 examples/train_street.py --fused raster       # reference collection + fused rasterizers
+    python3 examples/train_street.py --fused --graph      # + the whole step in one CUDA graph
+    python3 examples/train_street.py --fused --profile    # + a torch.profiler Chrome trace with NVTX ranges
+    torchrun --nproc_per_node=2 examples/train_street.py --ddp   # data parallel (gloo on CPU, NCCL on GPU)
+
+The loop calls ``collect``, ``rasterize_camera`` and ``rasterize_lidar`` as
+globals of this module; ``--fused`` is one line, ``nurec_ops.swap(<this
+module>)``, which replaces them by the fused ops (same signatures) and puts
+the references back when the ``with`` block ends.
+
+Prints the median step time, host syncs per step (counted under
+``torch.cuda.set_sync_debug_mode``; 0 on the CPU by nature), camera PSNR,
+lidar range error and actor pose error before and after training; writes to
+``--out``: camera_*.png and lidar_*.png (ground truth / start / trained),
+loss.png (loss curves), losses.csv, metrics.json, params*.pt, and with
+``--profile`` trace.json.
+"""
+import argparse
+import contextlib
+import inspect
+import json
+import math
+import os
+import statistics
+import sys
+import time
+import warnings
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import nurec_ops  # noqa: E402
+from nurec_ops.nvtx import nvtx_range  # noqa: E402
+
+import png  # noqa: E402
+import street_scene  # noqa: E402
+
+# ---- the ops the existing loop was written against: nurec_ops.reference
+from nurec_ops.reference import collect, rasterize_camera  # noqa: E402
+
+try:  # the lidar rasterizer (SPEC section 4) may be missing from older builds
+    from nurec_ops.reference import rasterize_lidar  # noqa: E402,F401
+
+    HAVE_LIDAR = hasattr(nurec_ops, "rasterize_lidar")
+except ImportError:
+    HAVE_LIDAR = False
+
+CAMERA_NEAR = 2.0  # metres: no Gaussian nearer than the bonnet
+LIDAR_WEIGHT = 0.05  # range L1 (metres) is ~20x the camera L1 (colour) in size
+# Adam learning rates; the actor key poses are two parameters (translations
+# [P,3] and rotations [P,4]) so that the rotations get their own, smaller rate
+LR = dict(means=0.01, quats=0.01, log_scales=0.01, opacity_logits=0.05, colors=0.01, key_translations=0.02,
+          key_rotations=0.001)
+PARAMS = tuple(LR)
+
+
+class NS(dict):
+    __getattr__ = dict.__getitem__
+
+    def __setattr__(self, k, v):
+        self[k] = v
+
+
+def _accepts(fn, name):
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+# --------------------------------------------------------------- the step
+
+def render_frame(P, D, i, cam_kw=None, lidar_kw=None):
+    """Collects the Gaussians at frame ``i`` ([1] int64 device tensor) and
+    renders its camera image and lidar sweep with whatever ``collect``,
+    ``rasterize_camera`` and ``rasterize_lidar`` this module holds now.
+    Returns (render [1,H,W,3], range [1,R,W,1] or None, lidar alpha or None)."""
+    t = D.times.index_select(0, i)
+    with nvtx_range("train_street.collect"):
+        key_poses = torch.cat([P.key_translations, P.key_rotations], -1)
+        means_w, quats_w, scales, opacities = collect(P.means, P.quats, P.log_scales, P.opacity_logits, D.track_ids,
+                                                      key_poses, D.key_times, D.track_ranges, t)
+    with nvtx_range("train_street.camera"):
+        render, _, _ = rasterize_camera(means_w, quats_w, scales, opacities, P.colors,
+                                        D.cam_viewmats.index_select(0, i), D.Ks.index_select(0, i), D.width,
+                                        D.height, near=CAMERA_NEAR, backgrounds=D.backgrounds, **(cam_kw or {}))
+    rng = alpha = None
+    if D.lidar:
+        with nvtx_range("train_street.lidar"):
+            _, rng, alpha = rasterize_lidar(means_w, quats_w, scales, opacities, D.intensity,
+                                            D.lidar_viewmats.index_select(0, i), D.row_elevations,
+                                            D.column_azimuths, D.row_azimuth_offsets, **(lidar_kw or {}))
+    return render, rng, alpha
+
+
+def train_step(P, D, opt, S, cfg):
+    """One training step, the same code eager and under CUDA graph capture:
+    everything it reads that changes from step to step (which frame, the step
+    counter) is on the device, so that there is no host sync and a replay of
+    the captured step trains on the next frame."""
+    with nvtx_range("train_street.step"):
+        i = S.schedule.index_select(0, S.step)
+        render, rng, _ = render_frame(P, D, i, cfg.cam_kw, cfg.lidar_kw)
+        cam_loss = (render - D.images.index_select(0, i)).abs().mean()
+        if D.lidar:
+            lidar_loss = (rng - D.ranges.index_select(0, i)).abs().mean()
+            loss = cam_loss + LIDAR_WEIGHT * lidar_loss
+        else:
+            lidar_loss = torch.zeros_like(cam_loss)
+            loss = cam_loss
+        opt.zero_grad(set_to_none=True)
+        with nvtx_range("train_street.backward"):
+            loss.backward()
+        if cfg.world > 1:
+            with nvtx_range("train_street.all_reduce"):
+                for name in PARAMS:
+                    g = P[name].grad
+                    torch.distributed.all_reduce(g)
+                    g.div_(cfg.world)
+        with nvtx_range("train_street.optimizer"):
+            opt.step()
+        S.losses.index_copy_(0, S.step, torch.stack([loss, cam_loss, lidar_loss]).detach()[None])
+        S.step.add_(1)
+
+
+# ----------------------------------------------------------- data, metrics
+
+def build(args, size, device, dtype):
+    """Ground truth (rendered by the fused ops: fast, and the same data
+    whichever ops the loop uses) and the perturbed starting parameters."""
+    gt = street_scene.make_street(size, seed=args.seed, device=device, dtype=dtype)
+    D = NS(gt)
+    D.lidar = HAVE_LIDAR and not args.no_lidar
+    N = gt["means"].shape[0]
+    D.intensity = torch.ones(N, 1, device=device, dtype=dtype)
+    F = gt["times"].shape[0]
+    cam_exact = {"binning": "exact"} if device.type == "cuda" else {}
+    images, ranges, alphas = [], [], []
+    with torch.no_grad():
+        for f in range(F):
+            t = gt["times"][f:f + 1]
+            mw, qw, s, o = nurec_ops.collect(gt["means"], gt["quats"], gt["log_scales"], gt["opacity_logits"],
+                                             gt["track_ids"], gt["key_poses"], gt["key_times"], gt["track_ranges"], t)
+            img, _, _ = nurec_ops.rasterize_camera(mw, qw, s, o, gt["colors"], gt["cam_viewmats"][f:f + 1],
+                                                   gt["Ks"][f:f + 1], D.width, D.height, near=CAMERA_NEAR,
+                                                   backgrounds=gt["backgrounds"], **cam_exact)
+            images.append(img[0])
+            if D.lidar:
+                fl = nurec_ops.rasterize_lidar
+                kw = {"binning": "exact"} if device.type == "cuda" and _accepts(fl, "binning") else {}
+                _, r, a = fl(mw, qw, s, o, D.intensity, gt["lidar_viewmats"][f:f + 1], gt["row_elevations"],
+                             gt["column_azimuths"], gt["row_azimuth_offsets"], **kw)
+                ranges.append(r[0])
+                alphas.append(a[0])
+    D.images = torch.stack(images)
+    if D.lidar:
+        D.ranges, D.lidar_alpha = torch.stack(ranges), torch.stack(alphas)
+    P = NS(street_scene.perturb(gt, seed=args.seed + 1))
+    kp = P.pop("key_poses").detach()
+    P.key_translations = kp[:, :3].clone().requires_grad_(True)
+    P.key_rotations = kp[:, 3:].clone().requires_grad_(True)
+    return D, P
+
+
+@torch.no_grad()
+def evaluate(P, D, frames):
+    """Mean camera PSNR (dB) over ``frames``, mean lidar range error (m, on
+    rays that hit in the ground truth, ranges normalized by alpha) and the
+    renders of every frame (CPU)."""
+    psnrs, errs, renders, lidars = [], [], [], []
+    for f in frames:
+        i = torch.tensor([f], device=D.images.device)
+        render, rng, alpha = render_frame(P, D, i)
+        mse = (render[0] - D.images[f]).square().mean().item()
+        psnrs.append(-10 * math.log10(max(mse, 1e-12)))
+        renders.append(render[0].cpu())
+        if D.lidar:
+            hit = D.lidar_alpha[f] > 0.5
+            r = rng[0] / alpha[0].clamp_min(1e-6)
+            r_gt = D.ranges[f] / D.lidar_alpha[f].clamp_min(1e-6)
+            errs.append((r - r_gt).abs()[hit].mean().item() if hit.any() else float("nan"))
+            lidars.append((rng[0].cpu(), alpha[0].cpu()))
+    return (statistics.fmean(psnrs), statistics.fmean(errs) if errs else float("nan"), renders, lidars)
+
+
+def _lidar_image(rng, alpha, hi):
+    r = rng[..., 0] / alpha[..., 0].clamp_min(1e-6)
+    img = png.colormap(r, 0.0, hi, invalid=alpha[..., 0] < 0.5)
+    R, W = img.shape[:2]
+    sy = max(1, min(8, 400 // max(R, 1)))
+    sx = max(1, min(4, 1600 // max(W, 1)))
+    return img.repeat_interleave(sy, 0).repeat_interleave(sx, 1)
+
+
+def write_pngs(out, D, frames, start, final):
+    up = max(1, min(6, 480 // D.width))
+    for k, f in enumerate(frames):
+        rows = [D.images[f].cpu(), start[2][k], final[2][k]]
+        png.write_png(os.path.join(out, f"camera_{f:03d}.png"), png.stack_rows([png.upscale(r, up) for r in rows]))
+        if D.lidar:
+            hit = D.lidar_alpha[f] > 0.5
+            r_gt = (D.ranges[f] / D.lidar_alpha[f].clamp_min(1e-6))[hit]
+            hi = float(r_gt.max()) if r_gt.numel() else 50.0
+            rows = [(D.ranges[f].cpu(), D.lidar_alpha[f].cpu()), start[3][k], final[3][k]]
+            png.write_png(os.path.join(out, f"lidar_{f:03d}.png"),
+                          png.stack_rows([_lidar_image(r, a, hi) for r, a in rows]))
+
+
+# ---------------------------------------------------------------- timing
+
+class StepTimer:
+    """Per-step times: CUDA events on the stream (the interval between
+    consecutive step starts on the device timeline: no sync in the loop) or
+    the host clock on the CPU."""
+
+    def __init__(self, device):
+        self.cuda = device.type == "cuda"
+        self.marks = []
+
+    def mark(self):
+        if self.cuda:
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            self.marks.append(e)
+        else:
+            self.marks.append(time.perf_counter())
+
+    def times_ms(self):
+        if self.cuda:
+            torch.cuda.synchronize()
+            return [a.elapsed_time(b) for a, b in zip(self.marks, self.marks[1:])]
+        return [(b - a) * 1e3 for a, b in zip(self.marks, self.marks[1:])]
+
+
+@contextlib.contextmanager
+def count_syncs(device, box):
+    """Counts host-device synchronizations (CUDA) as the warnings of
+    ``torch.cuda.set_sync_debug_mode("warn")``; ``box[0]`` gets the count."""
+    if device.type != "cuda":
+        box[0] = 0
+        yield
+        return
+    old = torch.cuda.get_sync_debug_mode()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            yield
+        finally:
+            torch.cuda.set_sync_debug_mode(old)
+    box[0] = sum("synchroniz" in str(w.message) for w in caught)
+    for w in caught:  # pass other warnings on (e.g. a binning overflow)
+        if "synchroniz" not in str(w.message):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+
+
+class Progress:
+    def __init__(self, total, enabled):
+        self.total, self.enabled, self.t0, self.last = total, enabled, time.perf_counter(), 0.0
+
+    def update(self, n, force=False):
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if not force and now - self.last < 0.2 and n < self.total:
+            return
+        self.last = now
+        el = now - self.t0
+        frac = n / max(self.total, 1)
+        bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
+        eta = el / max(n, 1) * (self.total - n)
+        sys.stderr.write(f"\r  [{bar}] {n}/{self.total} steps  {el:6.1f} s  eta {eta:5.1f} s ")
+        if n >= self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _graph_capacity(op, fallback):
+    """A fixed binning capacity for capture: twice the largest capacity the
+    op's asynchronous policy holds after the eager warm-up steps (it has read
+    their reported counts), or ``fallback``."""
+    try:
+        from nurec_ops import _binning
+
+        pol = _binning.policy(op)
+        pol.poll()
+        caps = list(pol.capacity.values())
+        if caps:
+            return 2 * max(caps)
+    except Exception:  # noqa: BLE001 - a different policy layout: use the fallback
+        pass
+    return fallback
+
+
+# ------------------------------------------------------------------ main
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--fused", nargs="?", const="all", choices=["all", "raster"], default=None,
+                   help="swap the fused ops in: all (default) or only the rasterizers (the GPU baseline)")
+    p.add_argument("--graph", action="store_true", help="capture the whole step in a CUDA graph and replay it (CUDA)")
+    p.add_argument("--profile", action="store_true", help="write a torch.profiler Chrome trace (with NVTX ranges)")
+    p.add_argument("--ddp", action="store_true", help="data parallel under torchrun (gloo on CPU, NCCL on CUDA)")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+    p.add_argument("--size", default=None, choices=sorted(street_scene.SIZES),
+                   help="scene size (default: small on CPU, large on CUDA)")
+    p.add_argument("--steps", type=int, default=None, help="training steps (default: 120 small, 1000 large, 100 tiny)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--no-lidar", action="store_true", help="camera only")
+    p.add_argument("--no-eval", action="store_true", help="skip the before / after metrics and PNGs")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--out", default="train_street_out")
+    return p.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    rank, world = 0, 1
+    if args.ddp:
+        import torch.distributed as dist
+
+        if "RANK" not in os.environ:
+            raise SystemExit("train_street: --ddp runs under torchrun, e.g. "
+                             "torchrun --nproc_per_node=2 examples/train_street.py --ddp")
+        rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+    dev_name = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if dev_name == "cuda" and args.ddp:
+        dev_name = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+    device = torch.device(dev_name)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if args.ddp:
+        if args.graph:  # NCCL collectives inside a captured graph: no async error-handling watchdog
+            os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    size = args.size or ("large" if device.type == "cuda" else "small")
+    steps = args.steps if args.steps is not None else {"large": 1000, "small": 120}.get(size, 100)
+    dtype = getattr(torch, args.dtype)
+    if args.graph and device.type != "cuda":
+        raise SystemExit("train_street: --graph needs a CUDA device")
+    if size == "large" and args.fused is None:
+        raise SystemExit("train_street: the dense reference rasterizers cannot render the large scene; "
+                         "use --fused raster (the baseline: reference collection + fused rasterizers) or --fused")
+    os.makedirs(args.out, exist_ok=True)
+    main_rank = rank == 0
+    log = (lambda *a: print(*a, flush=True)) if main_rank else (lambda *a: None)  # noqa: E731
+    torch.manual_seed(args.seed)
+
+    D, P = build(args, size, device, dtype)
+    if not D.lidar:
+        log("train_street: lidar "
+            + ("off (--no-lidar)" if args.no_lidar else "unavailable: this nurec_ops has no rasterize_lidar; camera only"))
+    if args.ddp:
+        for name in PARAMS:  # identical start on every rank (they are already: same seed)
+            dist.broadcast(P[name].data, 0)
+    F = D.times.shape[0]
+    N = D.means.shape[0]
+    mine = list(range(rank, F, world))  # this rank's frames
+    g = torch.Generator().manual_seed(args.seed + 1000 + rank)
+    order = []
+    while len(order) < steps:
+        order += [mine[k] for k in torch.randperm(len(mine), generator=g).tolist()]
+    S = NS(schedule=torch.tensor(order[:steps] + [0], device=device), step=torch.zeros(1, dtype=torch.int64, device=device),
+           losses=torch.zeros(steps + 1, 3, device=device, dtype=dtype))
+    opt = torch.optim.Adam([{"params": [P[k]], "lr": LR[k]} for k in PARAMS], capturable=args.graph, eps=1e-12)
+    cfg = NS(cam_kw={}, lidar_kw={}, world=world)
+    what = {None: "reference ops", "all": "fused ops", "raster": "reference collection + fused rasterizers"}[args.fused]
+    log(f"train_street: {size} street, {N} Gaussians ({int((D.track_ids >= 0).sum())} on "
+        f"{D.track_ranges.shape[0]} actor tracks), {F} frames, camera {D.width}x{D.height}"
+        + (f", lidar {D.row_elevations.shape[0]}x{D.column_azimuths.shape[0]}" if D.lidar else "")
+        + f"; {steps} steps on {device} ({args.dtype}) with {what}" + (" in a CUDA graph" if args.graph else "")
+        + (f", {world} ranks" if world > 1 else ""))
+
+    this = sys.modules[__name__]
+    names = None if args.fused == "all" else ["rasterize_camera"] + (["rasterize_lidar"] if D.lidar else [])
+    swap_cm = nurec_ops.swap(this, names) if args.fused else contextlib.nullcontext()
+    with swap_cm as sw:
+        if sw is not None:
+            log(f"train_street: {sw}")
+        eval_frames = [0, F // 2, F - 1] if F > 2 else list(range(F))
+        start = None
+        if main_rank and not args.no_eval:
+            start = evaluate(P, D, range(F))
+        pe0 = street_scene.pose_error(_key_poses(P), D.key_poses, street_scene.observed_keys(D))
+        if args.profile:
+            nurec_ops.set_nvtx(True)
+        n_prof = min(5, steps) if args.profile else 0
+        prof = None
+        timer = StepTimer(device)
+        bar = Progress(steps, main_rank and not args.quiet)
+        syncs = [0]
+        done = 0
+        graph = None
+        if args.graph:
+            warm = min(3, steps)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(warm):
+                    train_step(P, D, opt, S, cfg)
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            done = warm
+            bar.update(done)
+            if _accepts(rasterize_camera, "capacity"):
+                cfg.cam_kw = {"capacity": _graph_capacity("rasterize_camera", 64 * N)}
+            if D.lidar and _accepts(rasterize_lidar, "capacity"):
+                cfg.lidar_kw = {"capacity": _graph_capacity("rasterize_lidar", 64 * N)}
+            if steps > done:
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):  # records one step; runs nothing
+                    train_step(P, D, opt, S, cfg)
+        def run(first, last):
+            for k in range(first, last):
+                if graph is not None:
+                    with nvtx_range("train_street.step (CUDA graph replay)"):
+                        graph.replay()
+                else:
+                    train_step(P, D, opt, S, cfg)
+                timer.mark()
+                bar.update(k + 1)
+
+        # the timed steps, under sync counting; then the profiled ones (the
+        # profiler itself synchronizes when it starts and stops)
+        timed_end = max(done, steps - n_prof)
+        with count_syncs(device, syncs):
+            timer.mark()
+            run(done, timed_end)
+        counted = timed_end - done
+        times = timer.times_ms()
+        step_ms = statistics.median(times) if times else float("nan")
+        if n_prof:
+            acts = [torch.profiler.ProfilerActivity.CPU]
+            if device.type == "cuda":
+                acts.append(torch.profiler.ProfilerActivity.CUDA)
+            with torch.profiler.profile(activities=acts) as prof:
+                run(timed_end, steps)
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+            prof.export_chrome_trace(os.path.join(args.out, f"trace{'_rank%d' % rank if world > 1 else ''}.json"))
+            nurec_ops.set_nvtx(False)
+            if not times:  # every step was profiled
+                times = timer.times_ms()
+                step_ms = statistics.median(times) if times else float("nan")
+        losses = S.losses[:steps].clone()
+        if args.ddp:
+            dist.all_reduce(losses)
+            losses /= world
+        losses = losses.cpu().double()
+        final = None
+        if main_rank and not args.no_eval:
+            final = evaluate(P, D, range(F))
+    # the references are back in place here
+    pe1 = street_scene.pose_error(_key_poses(P), D.key_poses, street_scene.observed_keys(D))
+    tag = f"_rank{rank}" if world > 1 else ""
+    torch.save({k: P[k].detach().cpu() for k in PARAMS}, os.path.join(args.out, f"params{tag}.pt"))
+    metrics = dict(size=size, device=str(device), fused=args.fused, graph=args.graph, steps=steps, world=world,
+                   gaussians=N, lidar=D.lidar, step_ms=step_ms, syncs_per_step=syncs[0] / max(counted, 1),
+                   losses=losses.tolist(), pose_error_start=pe0, pose_error_final=pe1)
+    if final is not None:
+        metrics.update(psnr_start=start[0], psnr_final=final[0], lidar_range_error_start=start[1],
+                       lidar_range_error_final=final[1])
+    if main_rank:
+        if not math.isfinite(float(losses[:, 0].sum())):
+            log("train_street: WARNING: non-finite losses (a binning capacity overflow gives NaN images; "
+                "see nurec_ops.rasterize_camera's docstring)")
+        with open(os.path.join(args.out, "losses.csv"), "w") as f:
+            f.write("step,loss,camera_l1,lidar_range_l1\n")
+            for k, (a, b, c) in enumerate(losses.tolist()):
+                f.write(f"{k},{a:.8g},{b:.8g},{c:.8g}\n")
+        curves = [("total", losses[:, 0].tolist(), (0.0, 0.0, 0.0)), ("camera", losses[:, 1].tolist(), (0.1, 0.35, 0.85))]
+        if D.lidar:
+            curves.append(("lidar", losses[:, 2].tolist(), (0.85, 0.3, 0.1)))
+        png.plot_curves(os.path.join(args.out, "loss.png"), curves)
+        if final is not None:
+            write_pngs(args.out, D, eval_frames, _pick(start, eval_frames), _pick(final, eval_frames))
+        with open(os.path.join(args.out, "metrics.json"), "w") as f:
+            json.dump(metrics, f, indent=1)
+        log(f"  step time (median)      {step_ms:9.2f} ms" + (" (CUDA graph replays)" if args.graph else ""))
+        log(f"  host syncs per step     {metrics['syncs_per_step']:9.2f}"
+            + ("" if device.type == "cuda" else "   (CPU: none by nature)"))
+        log(f"  loss                    {losses[0, 0]:9.4f} -> {losses[-1, 0]:.4f}")
+        if final is not None:
+            log(f"  camera PSNR             {start[0]:9.2f} -> {final[0]:.2f} dB  (all {F} frames)")
+            if D.lidar:
+                log(f"  lidar range error       {start[1]:9.3f} -> {final[1]:.3f} m  (rays that hit)")
+        log(f"  actor pose error        {pe0[0]:9.3f} -> {pe1[0]:.3f} m, {pe0[1]:.2f} -> {pe1[1]:.2f} deg  (observed keys)")
+        log(f"  wrote {args.out}/: loss.png, losses.csv, metrics.json"
+            + (", camera_*.png" + (", lidar_*.png" if D.lidar else "") if final is not None else "")
+            + (", trace.json" if prof is not None else ""))
+    if args.ddp:
+        dist.barrier()
+        dist.destroy_process_group()
+    return metrics
+
+
+def _key_poses(P):
+    return torch.cat([P.key_translations, P.key_rotations], -1).detach()
+
+
+def _pick(ev, frames):
+    return (ev[0], ev[1], [ev[2][f] for f in frames], [ev[3][f] for f in frames] if ev[3] else [])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""examples/train_street.py: the drop-in swap end to end.
+
+- The same loop with the reference ops and with the fused ops swapped in,
+  from the same seed, gives the same losses step by step: float32 on the CPU,
+  relative tolerance 1e-4 per step over 6 steps (observed: ~5e-7; the ops
+  agree to float32 rounding and Adam does not amplify that in 6 steps).
+- It writes its PNGs (camera and lidar: ground truth / start / trained; the
+  loss curve) and puts the reference ops back when it is done.
+- ``torchrun --nproc_per_node=2 ... --ddp`` on the CPU (gloo) finishes and
+  both ranks end with identical parameters.
+"""
+import os
+import struct
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import nurec_ops
+from nurec_ops import reference
+
+from conftest import gpu
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXAMPLES = os.path.join(ROOT, "examples")
+sys.path.insert(0, EXAMPLES)
+
+import train_street  # noqa: E402
+
+RTOL = 1e-4
+TINY = ["--size", "tiny", "--steps", "6", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    ref_out = str(tmp_path_factory.mktemp("reference"))
+    fused_out = str(tmp_path_factory.mktemp("fused"))
+    ref = train_street.main(TINY + ["--device", "cpu", "--no-eval", "--out", ref_out])
+    fused = train_street.main(TINY + ["--device", "cpu", "--fused", "--out", fused_out])
+    return ref, fused, ref_out, fused_out
+
+
+def test_fused_matches_reference_step_by_step(runs):
+    ref, fused, _, _ = runs
+    assert ref["fused"] is None and fused["fused"] == "all"
+    a = torch.tensor(ref["losses"], dtype=torch.float64)
+    b = torch.tensor(fused["losses"], dtype=torch.float64)
+    assert a.shape == b.shape == (6, 3)
+    assert torch.isfinite(a).all() and torch.isfinite(b).all()
+    assert (a[:, 1] > 0).all()  # camera L1 is being optimized
+    if ref["lidar"]:
+        assert (a[:, 2] > 0).all()
+    torch.testing.assert_close(b, a, rtol=RTOL, atol=0.0)
+    assert ref["syncs_per_step"] == 0 and fused["syncs_per_step"] == 0  # CPU
+
+
+def test_swap_is_restored_after_the_run(runs):
+    assert train_street.collect is reference.collect
+    assert train_street.rasterize_camera is reference.rasterize_camera
+    if train_street.HAVE_LIDAR:
+        assert train_street.rasterize_lidar is reference.rasterize_lidar
+
+
+def _png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(33)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", path
+    assert head[12:16] == b"IHDR"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_writes_pngs_and_metrics(runs):
+    _, fused, _, out = runs
+    files = sorted(os.listdir(out))
+    cams = [f for f in files if f.startswith("camera_") and f.endswith(".png")]
+    assert len(cams) == 3, files
+    w, h = _png_size(os.path.join(out, cams[0]))
+    assert w > 0 and h > 0
+    if fused["lidar"]:
+        assert len([f for f in files if f.startswith("lidar_") and f.endswith(".png")]) == 3, files
+        assert fused["lidar_range_error_final"] == fused["lidar_range_error_final"]  # not NaN
+    assert _png_size(os.path.join(out, "loss.png")) == (640, 400)
+    for f in ("losses.csv", "metrics.json", "params.pt"):
+        assert f in files
+    assert fused["psnr_final"] > fused["psnr_start"]
+
+
+def test_ddp_two_processes_gloo(tmp_path):
+    out = str(tmp_path)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           os.path.join(EXAMPLES, "train_street.py"), "--ddp", "--device", "cpu", "--fused", "--no-eval",
+           "--size", "tiny", "--steps", "4", "--quiet", "--out", out]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "2 ranks" in r.stdout
+    p0 = torch.load(os.path.join(out, "params_rank0.pt"))
+    p1 = torch.load(os.path.join(out, "params_rank1.pt"))
+    assert p0.keys() == p1.keys()
+    start = train_street.street_scene.perturb(train_street.street_scene.make_street("tiny", seed=0), seed=1)
+    kp = start.pop("key_poses")
+    start.update(key_translations=kp[:, :3], key_rotations=kp[:, 3:])
+    assert set(p0) == set(start)
+    for k in p0:
+        assert torch.equal(p0[k], p1[k]), k
+        assert not torch.equal(p0[k], start[k].detach()), f"{k} did not train"
+
+
+@gpu
+def test_cuda_graph_matches_eager_fused(tmp_path):
+    """The captured step replays the same training: losses as the eager fused
+    loop within 1e-3 (capturable Adam computes its bias correction on the
+    device), no host sync in either, finite throughout."""
+    args = ["--size", "tiny", "--steps", "12", "--quiet", "--no-eval", "--device", "cuda", "--fused"]
+    eager = train_street.main(args + ["--out", str(tmp_path / "eager")])
+    graph = train_street.main(args + ["--graph", "--out", str(tmp_path / "graph")])
+    a = torch.tensor(eager["losses"], dtype=torch.float64)
+    b = torch.tensor(graph["losses"], dtype=torch.float64)
+    assert torch.isfinite(b).all()
+    torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-6)
+    assert eager["syncs_per_step"] == 0
+    assert graph["syncs_per_step"] == 0
+
+
+@gpu
+def test_cuda_reference_matches_fused(tmp_path):
+    args = ["--size", "tiny", "--steps", "6", "--quiet", "--no-eval", "--device", "cuda"]
+    ref = train_street.main(args + ["--out", str(tmp_path / "ref")])
+    fused = train_street.main(args + ["--fused", "--out", str(tmp_path / "fused")])
+    a = torch.tensor(ref["losses"], dtype=torch.float64)
+    b = torch.tensor(fused["losses"], dtype=torch.float64)
+    torch.testing.assert_close(b, a, rtol=1e-3, atol=1e-6)
+    assert fused["syncs_per_step"] == 0
+
+
+def test_nurec_ops_importable_by_the_example():
+    assert train_street.nurec_ops is nurec_ops
+
+
+def test_profile_writes_a_trace_with_the_op_ranges(tmp_path):
+    m = train_street.main(["--size", "tiny", "--steps", "4", "--quiet", "--no-eval", "--device", "cpu", "--fused",
+                           "--profile", "--out", str(tmp_path)])
+    with open(tmp_path / "trace.json") as f:
+        trace = f.read()
+    assert '"train_street.step"' in trace and '"train_street.camera"' in trace
+    assert "nurec_ops::collect" in trace and "nurec_ops::rasterize_camera_fwd" in trace
+    assert not nurec_ops.nvtx.nvtx_enabled()  # turned off again
+    assert m["step_ms"] > 0
