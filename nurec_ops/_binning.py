@@ -131,3 +131,46 @@ def policy(op):
     if op not in _POLICIES:
         _POLICIES[op] = CapacityPolicy(op)
     return _POLICIES[op]
+
+
+def leading(t):
+    """Size of t's first dimension, 0 for a scalar (bad input is reported by
+    the op's own checks, with the argument's name, not here)."""
+    return t.shape[0] if t.dim() > 0 else 0
+
+
+def run_binned(op, forward, args, device, key, work, binning, capacity, on_overflow, report):
+    """Runs a binned rasterizer forward (`forward(*args, capacity)`) under
+    the policy of `op`, the one piece of this file the rasterizers call:
+    validates the policy arguments, picks the capacity (fixed by the caller,
+    or from earlier reports with `work` = cameras x Gaussians as the first
+    guess), and afterwards either records the device's report without waiting
+    (binning="auto") or reads it at once and re-runs an overflowed call
+    (binning="exact": the one host sync). `report` is the index of the
+    [needed, overflowed] status tensor in the forward's outputs."""
+    from . import _checks
+
+    if binning not in ("auto", "exact"):
+        _checks.fail(op, f'`binning` must be "auto" or "exact", got {binning!r}')
+    if on_overflow not in ("warn", "raise"):
+        _checks.fail(op, f'`on_overflow` must be "warn" or "raise", got {on_overflow!r}')
+    pol = policy(op)
+    cap = 0
+    if device.type == "cuda":
+        pol.on_overflow = on_overflow
+        if capacity is not None:
+            cap = int(capacity)
+            if cap < 0:
+                _checks.fail(op, f"`capacity` must be >= 0, got {cap}")
+        else:
+            cap = pol.capacity_for(device, key, 8 * work)
+    out = forward(*args, cap)
+    if device.type == "cuda":
+        if binning == "exact" and not _compiling():
+            needed, overflowed = (int(v) for v in out[report].tolist())  # the one sync
+            pol.update(pol._key(device, key), needed)
+            if overflowed:
+                out = forward(*args, max(needed, 1))
+        elif capacity is None:
+            pol.record(device, key, out[report], cap)
+    return out

@@ -68,34 +68,12 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     sh = -1 if sh_degree is None else int(sh_degree)
     if sh < 0 and features.dim() == 3:
         Ck.fail(_OP, "`features` is [N, K, 3] (SH coefficients) but `sh_degree` is None; pass sh_degree")
-    if binning not in ("auto", "exact"):
-        Ck.fail(_OP, f'`binning` must be "auto" or "exact", got {binning!r}')
-    if on_overflow not in ("warn", "raise"):
-        Ck.fail(_OP, f'`on_overflow` must be "warn" or "raise", got {on_overflow!r}')
     width, height = int(width), int(height)
-    cap = 0
-    dev = means.device
-    if dev.type == "cuda":
-        _POLICY.on_overflow = on_overflow
-        key = (viewmats.shape[0], width, height)
-        if capacity is not None:
-            cap = int(capacity)
-            if cap < 0:
-                Ck.fail(_OP, f"`capacity` must be >= 0, got {cap}")
-        else:
-            C, N = viewmats.shape[0], means.shape[0]
-            cap = _POLICY.capacity_for(dev, key, 8 * C * N)
     args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
             float(near), float(far), sh)
-    out = ops.rasterize_camera_fwd(*args, cap)
-    if dev.type == "cuda":
-        if binning == "exact" and not _binning._compiling():
-            needed, overflowed = (int(v) for v in out[10].tolist())  # the one sync
-            _POLICY.update(_POLICY._key(dev, key), needed)
-            if overflowed:
-                out = ops.rasterize_camera_fwd(*args, max(needed, 1))
-        elif capacity is None:
-            _POLICY.record(dev, key, out[10], cap)
+    C, N = _binning.leading(viewmats), _binning.leading(means)
+    out = _binning.run_binned(_OP, ops.rasterize_camera_fwd, args, means.device, (C, width, height), C * N,
+                              binning, capacity, on_overflow, report=10)
     return out[0], out[1], out[2]
 
 

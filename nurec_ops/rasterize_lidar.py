@@ -77,36 +77,14 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     camera's z); a zero quaternion is the identity with zero gradient;
     gradients do not flow into viewmats or the sensor model.
     """
-    if binning not in ("auto", "exact"):
-        Ck.fail(_OP, f'`binning` must be "auto" or "exact", got {binning!r}')
-    if on_overflow not in ("warn", "raise"):
-        Ck.fail(_OP, f'`on_overflow` must be "warn" or "raise", got {on_overflow!r}')
     W = column_azimuths.shape[0] if column_azimuths.dim() == 1 else 0
     e2 = default_eps2d(W) if eps2d is None else float(eps2d)
-    cap = 0
-    dev = means.device
-    key = None
-    if dev.type == "cuda":
-        _POLICY.on_overflow = on_overflow
-        key = (viewmats.shape[0], row_elevations.shape[0], W)
-        if capacity is not None:
-            cap = int(capacity)
-            if cap < 0:
-                Ck.fail(_OP, f"`capacity` must be >= 0, got {cap}")
-        else:
-            C, N = viewmats.shape[0], means.shape[0]
-            cap = _POLICY.capacity_for(dev, key, 8 * C * N)
     args = (means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
             row_azimuth_offsets, float(near), float(far), e2)
-    out = ops.rasterize_lidar_fwd(*args, cap)
-    if dev.type == "cuda":
-        if binning == "exact" and not _binning._compiling():
-            needed, overflowed = (int(v) for v in out[9].tolist())  # the one sync
-            _POLICY.update(_POLICY._key(dev, key), needed)
-            if overflowed:
-                out = ops.rasterize_lidar_fwd(*args, max(needed, 1))
-        elif capacity is None:
-            _POLICY.record(dev, key, out[9], cap)
+    C, N = _binning.leading(viewmats), _binning.leading(means)
+    out = _binning.run_binned(_OP, ops.rasterize_lidar_fwd, args, means.device,
+                              (C, _binning.leading(row_elevations), W), C * N, binning, capacity, on_overflow,
+                              report=9)
     return out[0], out[1], out[2]
 
 

@@ -4,12 +4,9 @@ and composited by the SPEC rules; autograd gives the gradients. Memory is
 O(C * H * W * N): the parity oracle for small scenes, not a renderer."""
 import torch
 
-from . import quat
+from . import composite, quat
 
 EPS2D = 0.3
-ALPHA_MIN = 1.0 / 255.0
-ALPHA_MAX = 0.99
-T_MIN = 1e-4
 
 _SH_C0 = 0.28209479177387814
 _SH_C1 = 0.4886025119029199
@@ -86,28 +83,12 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
         col = features[None].expand(C, N, features.shape[-1])
     D = col.shape[-1]
     # depth order per camera (stable: equal depths keep Gaussian order)
-    key = torch.where(valid, z, torch.full_like(z, float("inf")))
-    order = torch.sort(key.detach(), dim=-1, stable=True).indices
-    g = lambda x: torch.gather(x, 1, order.reshape(C, N, *([1] * (x.dim() - 2))).expand(C, N, *x.shape[2:]))  # noqa: E731
-    uv, conic, z, col, valid = g(uv), g(conic), g(z), g(col), g(valid)
-    o = torch.gather(opacities[None].expand(C, N), 1, order)
+    o, valid, uv, conic, z, col = composite.sort_front_to_back(z, valid, opacities, uv, conic, z, col)
     px = torch.arange(W, dtype=means.dtype, device=means.device) + 0.5
     py = torch.arange(H, dtype=means.dtype, device=means.device) + 0.5
     dx = px[None, None, :, None] - uv[:, None, None, :, 0]  # [C,H,W,N]
     dy = py[None, :, None, None] - uv[:, None, None, :, 1]
-    A, B, Cc = (conic[:, None, None, :, k] for k in range(3))
-    sigma = 0.5 * (A * dx * dx + Cc * dy * dy) + B * dx * dy
-    alpha = torch.clamp(o[:, None, None, :] * torch.exp(-sigma), max=ALPHA_MAX)
-    keep = valid[:, None, None, :] & (sigma >= 0) & (alpha >= ALPHA_MIN)
-    with torch.no_grad():
-        a_eff = torch.where(keep, alpha, torch.zeros_like(alpha))
-        T_incl = torch.cumprod(1 - a_eff, dim=-1)
-        used = keep & (T_incl >= T_MIN)  # T only decreases: once below, all later are out
-    a_used = torch.where(used, alpha, torch.zeros_like(alpha))
-    T_all = torch.cumprod(1 - a_used, dim=-1)
-    T_excl = torch.cat((torch.ones_like(T_all[..., :1]), T_all[..., :-1]), -1)
-    w = a_used * T_excl
-    T_final = T_all[..., -1:] if N > 0 else torch.ones(C, H, W, 1, dtype=means.dtype, device=means.device)
+    w, T_final = composite.weights(dx, dy, conic, o, valid)
     render = torch.einsum("chwn,cnd->chwd", w, col)
     if backgrounds is not None:
         render = render + T_final * backgrounds[:, None, None, :]

@@ -6,11 +6,8 @@ import math
 
 import torch
 
-from . import quat
+from . import composite, quat
 
-ALPHA_MIN = 1.0 / 255.0
-ALPHA_MAX = 0.99
-T_MIN = 1e-4
 MAX_ELEVATION = math.pi / 2 - math.radians(5.0)
 
 
@@ -67,31 +64,12 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     ae, conic, r, valid = project(means, quats, scales, viewmats, float(eps2d), near, far)
     D = features.shape[-1]
     col = features[None].expand(C, N, D)
-    key = torch.where(valid, r, torch.full_like(r, float("inf")))
-    order = torch.sort(key.detach(), dim=-1, stable=True).indices
-    g = lambda x: torch.gather(x, 1, order.reshape(C, N, *([1] * (x.dim() - 2))).expand(C, N, *x.shape[2:]))  # noqa: E731
-    ae, conic, r, col, valid = g(ae), g(conic), g(r), g(col), g(valid)
-    o = torch.gather(opacities[None].expand(C, N), 1, order)
+    o, valid, ae, conic, r, col = composite.sort_front_to_back(r, valid, opacities, ae, conic, r, col)
     ray_az = column_azimuths[None, :] + row_azimuth_offsets[:, None]  # [R,W]
     ray_el = row_elevations[:, None].expand(R, W)
     dx = wrap(ray_az[None, :, :, None] - ae[:, None, None, :, 0])  # [C,R,W,N]
     dy = ray_el[None, :, :, None] - ae[:, None, None, :, 1]
-    A, B, Cc = (conic[:, None, None, :, k] for k in range(3))
-    sigma = 0.5 * (A * dx * dx + Cc * dy * dy) + B * dx * dy
-    alpha = torch.clamp(o[:, None, None, :] * torch.exp(-sigma), max=ALPHA_MAX)
-    keep = valid[:, None, None, :] & (sigma >= 0) & (alpha >= ALPHA_MIN)
-    with torch.no_grad():
-        a_eff = torch.where(keep, alpha, torch.zeros_like(alpha))
-        T_incl = torch.cumprod(1 - a_eff, dim=-1)
-        used = keep & (T_incl >= T_MIN)
-    a_used = torch.where(used, alpha, torch.zeros_like(alpha))
-    T_all = torch.cumprod(1 - a_used, dim=-1)
-    T_excl = torch.cat((torch.ones_like(T_all[..., :1]), T_all[..., :-1]), -1)
-    w = a_used * T_excl
-    if N > 0:
-        T_final = T_all[..., -1:]
-    else:
-        T_final = torch.ones(C, R, W, 1, dtype=means.dtype, device=means.device)
+    w, T_final = composite.weights(dx, dy, conic, o, valid)
     out = torch.einsum("crwn,cnd->crwd", w, col)
     rng = torch.einsum("crwn,cn->crw", w, r)[..., None]
     return out, rng, 1 - T_final

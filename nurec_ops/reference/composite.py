@@ -1,0 +1,50 @@
+"""Dense front-to-back compositing shared by the reference rasterizers (SPEC
+section 3, used by section 4 too): every Gaussian at every pixel or ray,
+no tiles, autograd for the gradients."""
+import torch
+
+ALPHA_MIN = 1.0 / 255.0
+ALPHA_MAX = 0.99
+T_MIN = 1e-4
+
+
+def sort_front_to_back(key, valid, opacities, *per_camera):
+    """Orders each camera's Gaussians by `key` [C,N] ascending (stable: equal
+    keys keep Gaussian order; invalid ones last). Returns the per-camera
+    opacities [C,N], `valid` and each of `per_camera` ([C,N,...]) in that
+    order."""
+    C, N = key.shape
+    key = torch.where(valid, key, torch.full_like(key, float("inf")))
+    order = torch.sort(key.detach(), dim=-1, stable=True).indices
+
+    def gather(x):
+        return torch.gather(x, 1, order.reshape(C, N, *([1] * (x.dim() - 2))).expand(C, N, *x.shape[2:]))
+
+    o = torch.gather(opacities[None].expand(C, N), 1, order)
+    return (o, gather(valid)) + tuple(gather(x) for x in per_camera)
+
+
+def weights(dx, dy, conic, o, valid):
+    """Blend weights w [C,A,B,N] and final transmittance T [C,A,B,1] for
+    offsets (dx, dy) (broadcasting to [C,A,B,N]) of pixels / rays from the (sorted) Gaussians'
+    means, conics [C,N,3] (a, b, c of the inverse 2D covariance) and
+    opacities [C,N]: sigma = (a dx^2 + c dy^2) / 2 + b dx dy,
+    alpha = min(0.99, o exp(-sigma)), skipped when sigma < 0 or alpha < 1/255,
+    stopping before the Gaussian that would take T below 1e-4."""
+    A, B, Cc = (conic[:, None, None, :, k] for k in range(3))
+    sigma = 0.5 * (A * dx * dx + Cc * dy * dy) + B * dx * dy
+    alpha = torch.clamp(o[:, None, None, :] * torch.exp(-sigma), max=ALPHA_MAX)
+    keep = valid[:, None, None, :] & (sigma >= 0) & (alpha >= ALPHA_MIN)
+    with torch.no_grad():
+        a_eff = torch.where(keep, alpha, torch.zeros_like(alpha))
+        T_incl = torch.cumprod(1 - a_eff, dim=-1)
+        used = keep & (T_incl >= T_MIN)  # T only decreases: once below, all later are out
+    a_used = torch.where(used, alpha, torch.zeros_like(alpha))
+    T_all = torch.cumprod(1 - a_used, dim=-1)
+    T_excl = torch.cat((torch.ones_like(T_all[..., :1]), T_all[..., :-1]), -1)
+    w = a_used * T_excl
+    if w.shape[-1] > 0:
+        T_final = T_all[..., -1:]
+    else:
+        T_final = torch.ones(w.shape[:-1] + (1,), dtype=w.dtype, device=w.device)
+    return w, T_final
