@@ -89,7 +89,11 @@ class CapacityPolicy:
         pinned = torch.empty(2, dtype=torch.int64, pin_memory=True)
         pinned.copy_(status, non_blocking=True)
         ev = torch.cuda.Event()
-        ev.record()
+        # Record on the stream the copy ran on: the current stream of the
+        # status tensor's device (a plain record() uses the current device's
+        # stream, which differs when the op's tensors are not on the current
+        # device, so query() could pass before the copy landed).
+        ev.record(torch.cuda.current_stream(status.device))
         self.serial += 1
         self.pending.append((ev, pinned, capacity, self.serial, self._key(device, key)))
 
