@@ -147,3 +147,47 @@ def test_profile_writes_a_trace_with_the_op_ranges(tmp_path):
     assert "nurec_ops::collect" in trace and "nurec_ops::rasterize_camera_fwd" in trace
     assert not nurec_ops.nvtx.nvtx_enabled()  # turned off again
     assert m["step_ms"] > 0
+
+
+def _diagnose_fused_training_steps(device, tmp_path, steps=3, warmup=2):
+    """The example's own train_step (fused ops swapped in) under
+    nurec_ops.diagnose: issue 6's "on the fused loop from the training example
+    it reports zero syncs". Not through `python -m nurec_ops.diagnose
+    train_street.py`: the example counts syncs itself in a
+    warnings.catch_warnings(record=True) block, which would hide them from the
+    diagnosis and make a zero vacuous."""
+    dev = torch.device(device)
+    args = train_street.parse_args(["--size", "tiny", "--device", device, "--fused", "--no-eval", "--quiet",
+                                    "--out", str(tmp_path)])
+    D, P = train_street.build(args, "tiny", dev, torch.float32)
+    n = warmup + steps
+    S = train_street.NS(schedule=torch.arange(n + 1, device=dev) % D.times.shape[0],
+                        step=torch.zeros(1, dtype=torch.int64, device=dev), losses=torch.zeros(n + 1, 3, device=dev))
+    opt = torch.optim.Adam([P[k] for k in train_street.PARAMS], lr=0.01)
+    cfg = train_street.NS(cam_kw={}, lidar_kw={}, world=1)
+    with nurec_ops.swap(train_street):
+        with nurec_ops.diagnose(warmup=warmup, steps=steps, trace=str(tmp_path / "trace.json"),
+                                print_report=False) as d:
+            for _ in range(n):
+                train_street.train_step(P, D, opt, S, cfg)
+                d.step()
+    assert torch.isfinite(S.losses[:n]).all() and (S.losses[:n, 1] > 0).all()
+    return d.figures
+
+
+def test_diagnose_the_fused_training_step_cpu(tmp_path):
+    f = _diagnose_fused_training_steps("cpu", tmp_path)
+    assert f["steps"] == 3 and f["syncs_per_step"] == [0, 0, 0]
+    ours = {o["op"] for o in f["nurec_ops"]}
+    assert {"nurec_ops::collect", "nurec_ops::rasterize_camera_fwd"} <= ours, ours
+
+
+@gpu
+def test_diagnose_the_fused_training_step_has_no_syncs_cuda(tmp_path):
+    f = _diagnose_fused_training_steps("cuda", tmp_path)
+    assert f["steps"] == 3
+    assert f["syncs_per_step"] == [0, 0, 0], f["sync_sites"]
+    assert min(f["kernels_per_step"]) > 0 and 0 < f["gpu_busy"] <= 1
+    ours = {o["op"]: o for o in f["nurec_ops"]}
+    assert {"nurec_ops::collect", "nurec_ops::rasterize_camera_fwd"} <= set(ours), list(ours)
+    assert all(ours[k]["device"].startswith("cuda") for k in ("nurec_ops::collect", "nurec_ops::rasterize_camera_fwd"))
