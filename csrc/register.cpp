@@ -383,6 +383,14 @@ RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     NUREC_CHECK(C * ((width + NUREC_TILE - 1) / NUREC_TILE) *
                             ((height + NUREC_TILE - 1) / NUREC_TILE) < ((int64_t)1 << 31),
                     "nurec_ops.", op, ": cameras x tiles must be < 2^31 (`width`, `height` too large)");
+    // CUDA grid limits of the per-tile kernels (blockIdx.y: tile rows, z:
+    // cameras x channel passes)
+    NUREC_CHECK(means.is_cpu() || (height + NUREC_TILE - 1) / NUREC_TILE <= 65535, "nurec_ops.", op,
+                ": `height` must be at most ", 65535 * NUREC_TILE, " for one CUDA launch, got ", height);
+    NUREC_CHECK(means.is_cpu() ||
+                    C * ((D + NUREC_RC_CHANNELS_PER_PASS - 1) / NUREC_RC_CHANNELS_PER_PASS) <= 65535,
+                "nurec_ops.", op, ": too many cameras (`viewmats`) x feature channels (`features`) for one "
+                "CUDA launch: ", C, " x ", D);
     RcInputs in;
     in.means = dense(means);
     in.quats = dense(quats);

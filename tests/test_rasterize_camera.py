@@ -490,3 +490,23 @@ def test_cuda_overflow_policy():
     for a, b in zip(out, good):
         torch.testing.assert_close(a, b)
     _POLICY.poll()
+
+
+@gpu
+def test_cuda_grid_limits_name_the_argument():
+    """Sizes past one CUDA launch's grid are refused with the argument named
+    (not a bare launch failure)."""
+    dev = "cuda"
+    N = 4
+    g = dict(means=torch.randn(N, 3, device=dev) + torch.tensor([0.0, 0.0, 5.0], device=dev),
+             quats=torch.randn(N, 4, device=dev), scales=torch.full((N, 3), 0.1, device=dev),
+             opacities=torch.full((N,), 0.5, device=dev))
+    K = torch.tensor([[[10.0, 0, 0.5], [0, 10.0, 0.5], [0, 0, 1]]], device=dev)
+    V = torch.eye(4, device=dev)[None]
+    with pytest.raises(RuntimeError, match="`height`"):
+        nurec_ops.rasterize_camera(**g, features=torch.rand(N, 3, device=dev), viewmats=V, Ks=K,
+                                   width=1, height=65535 * 16 + 1, capacity=1024)
+    C = 70000  # cameras x channel passes past 65535
+    with pytest.raises(RuntimeError, match="`viewmats`"):
+        nurec_ops.rasterize_camera(**g, features=torch.rand(N, 3, device=dev), viewmats=V.expand(C, 4, 4),
+                                   Ks=K.expand(C, 3, 3), width=1, height=1, capacity=1024)

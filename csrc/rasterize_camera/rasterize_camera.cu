@@ -14,7 +14,7 @@ extern "C" {
 #define NUREC_HD_DEV static __device__ __forceinline__
 #define RC_PROJ_THREADS 256
 #define RC_BLOCK (NUREC_TILE * NUREC_TILE) /* one thread per pixel of a tile */
-#define RC_CH 4                            /* channels per pass (D = 3, 4: one pass) */
+#define RC_CH NUREC_RC_CHANNELS_PER_PASS
 #ifndef RC_BWD_BATCH
 #define RC_BWD_BATCH 64                    /* Gaussians staged per batch in the backward */
 #endif

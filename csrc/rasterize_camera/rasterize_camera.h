@@ -21,6 +21,9 @@ extern "C" {
 #endif
 
 #define NUREC_RC_EPS2D 0.3        /* px^2 added to the 2D covariance diagonal */
+/* feature channels a CUDA tile pass composites (D = 3, 4: one pass); the
+   grid's z dimension is cameras x passes */
+#define NUREC_RC_CHANNELS_PER_PASS 4
 /* Compositing constants shared with the lidar rasterizer: tiles/splat.h. */
 #define NUREC_RC_ALPHA_MIN NUREC_SPLAT_ALPHA_MIN
 #define NUREC_RC_ALPHA_MAX NUREC_SPLAT_ALPHA_MAX
