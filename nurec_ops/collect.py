@@ -41,9 +41,10 @@ def collect_gaussian_parameters(means, quats, log_scales, opacity_logits, track_
 @ranged("nurec_ops.collect")
 def collect(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode="slerp"):
     """:func:`interpolate_track_poses` then :func:`collect_gaussian_parameters`
-    at one query time, as one op: two kernel launches forward (on Hopper the
-    second starts while the first runs, and only Gaussians on tracks wait for
-    the poses), one dispatcher call and one autograd node. Gradients reach
+    at one query time, as one op: two kernel launches forward, one
+    dispatcher call and one autograd node. (``NUREC_OPS_PDL=1`` lets the
+    second kernel start while the first runs on Hopper; measured no faster
+    so far, so off by default.) Gradients reach
     ``key_poses`` through both the means and the rotations. Arguments as in
     the two ops; returns ``(means_w, quats_w, scales, opacities)`` (the op
     under torch.ops also returns the track poses and inside flags, which its
