@@ -18,18 +18,16 @@ device-to-device copy measured in the same run as a bandwidth reference.
 """
 import argparse
 import os
-import statistics
 import sys
 
 import numpy as np
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nurec_ops  # noqa: E402
 from nurec_ops.rasterize_camera import _POLICY  # noqa: E402
-from timing import _is_device_activity, copy_bandwidth_gbs, event_median_ms, table  # noqa: E402
+from timing import copy_bandwidth_gbs, event_median_ms, graph_ms, host_syncs, stage_split, table  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GSPLAT_FWD_BWD_MS = {"garden 648x420 x3": (1.23, 3.08), "garden 1944x1260 x3": (2.32, 7.52),
@@ -97,58 +95,6 @@ def make_step(sc, backward, capacity=None):
     return step
 
 
-def stage_split(fn, calls=10):
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-            torch.cuda.synchronize()
-    ev = sorted(((e.time_range.start, e.time_range.end, e.name) for e in prof.events() if _is_device_activity(e)))
-    per = len(ev) // calls
-    split = {name: [] for name, _ in STAGES}
-    split["other"] = []
-    memsets = sum(1 for e in ev if "memset" in e[2].lower()) // calls
-    for c in range(calls):
-        acc = {k: 0.0 for k in split}
-        for s, e, name in ev[c * per:(c + 1) * per]:
-            for stage, keys in STAGES:
-                if any(k in name for k in keys):
-                    acc[stage] += e - s
-                    break
-            else:
-                acc["other"] += e - s
-        for k in acc:
-            split[k].append(acc[k])
-    return {k: statistics.median(v) / 1e3 for k, v in split.items()}, per - memsets, memsets
-
-
-def graph_ms(step, iters):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        step()
-    return event_median_ms(g.replay, warmup=3, iters=iters)
-
-
-def syncs(step):
-    torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        step()
-        n = 0
-    except RuntimeError:
-        n = ">=1"
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
-    return n
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtype", default="float32")
@@ -174,7 +120,7 @@ def main():
         t_fb = event_median_ms(fb, warmup=5, iters=a.iters)
         cap = max(_POLICY.capacity.values())
         g_fb = graph_ms(make_step(sc, True, capacity=cap), a.iters)
-        split, launches, memsets = stage_split(fb)
+        split, launches, memsets = stage_split(fb, STAGES)
         st = torch.ops.nurec_ops.rasterize_camera_fwd(
             sc["means"], sc["quats"], sc["scales"], sc["opacities"], sc["features"], sc["viewmats"], sc["Ks"],
             None, sc["width"], sc["height"], 0.01, 1e10, -1, cap)[10].tolist()
@@ -182,7 +128,7 @@ def main():
         rows.append([name, sc["means"].shape[0], f"{t_fwd:.3f}", f"{t_fb:.3f}", f"{g_fb:.3f}",
                      f"{ref_fb / t_fb:.2f}x", f"{split['projection']:.3f}", f"{split['binning']:.3f}",
                      f"{split['forward']:.3f}", f"{split['backward']:.3f}", f"{split['other']:.3f}",
-                     f"{launches}+{memsets}", syncs(fb), st[0], f"{ref_f:.2f}/{ref_fb:.2f}"])
+                     f"{launches}+{memsets}", host_syncs(fb), st[0], f"{ref_f:.2f}/{ref_fb:.2f}"])
         print(name, "done", flush=True)
     print()
     print(table(rows, ["scene", "N", "fwd ms", "fwd+bwd ms", "graph fwd+bwd ms", "vs gsplat fwd+bwd",

@@ -37,9 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nurec_ops  # noqa: E402
 from nurec_ops.lidar_model import load_lidar_model, reduce_lidar_model  # noqa: E402
 from nurec_ops.rasterize_lidar import _POLICY, default_eps2d  # noqa: E402
-from timing import copy_bandwidth_gbs, event_median_ms, table  # noqa: E402
-from bench_rasterize_camera import graph_ms, stage_split, syncs  # noqa: E402
-import bench_rasterize_camera as cam  # noqa: E402
+from timing import copy_bandwidth_gbs, event_median_ms, graph_ms, host_syncs, stage_split, table  # noqa: E402
 
 GSPLAT_MS = (3.60, 5.71)  # forward, forward+backward (gsplat 1.6 lidar path, H200)
 TARGET_FB_MS = 2.85
@@ -108,15 +106,14 @@ def main():
     t_fb = event_median_ms(fb, warmup=5, iters=a.iters)
     cap = max(_POLICY.capacity.values())
     g_fb = graph_ms(make_step(sc, True, capacity=cap), a.iters)
-    cam.STAGES = STAGES  # stage_split reads the module's stage table
-    split, launches, memsets = stage_split(fb)
+    split, launches, memsets = stage_split(fb, STAGES)
     st = torch.ops.nurec_ops.rasterize_lidar_fwd(
         sc["means"], sc["quats"], sc["scales"], sc["opacities"], sc["features"], sc["viewmats"], *sc["model"],
         0.5, 200.0, default_eps2d(W), cap)[9].tolist()
     row = [f"street lidar {R}x{W}", sc["means"].shape[0], f"{t_fwd:.3f}", f"{t_fb:.3f}", f"{g_fb:.3f}",
            f"{GSPLAT_MS[1] / t_fb:.2f}x", "yes" if t_fb <= TARGET_FB_MS else "no"]
     row += [f"{split[name]:.3f}" for name, _ in STAGES] + [f"{split['other']:.3f}", f"{launches}+{memsets}",
-                                                            syncs(fb), st[0]]
+                                                            host_syncs(fb), st[0]]
     print()
     print(table([row], ["scene", "N", "fwd ms", "fwd+bwd ms", "graph fwd+bwd ms", "vs gsplat fwd+bwd",
                         f"<= {TARGET_FB_MS} ms"] + [f"{n} ms" for n, _ in STAGES] +

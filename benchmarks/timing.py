@@ -141,3 +141,62 @@ def table(rows, headers):
     for r in rows:
         out.append(" | ".join(str(c).ljust(w) for c, w in zip(r, widths)))
     return "\n".join(out)
+
+
+def stage_split(fn, stages, calls=10):
+    """Median device time per call of each named stage (ms): `stages` is a
+    list of (stage, kernel-name substrings); unmatched kernels are 'other'.
+    Also returns kernel launches and memsets per call."""
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+            torch.cuda.synchronize()
+    ev = sorted(((e.time_range.start, e.time_range.end, e.name) for e in prof.events() if _is_device_activity(e)))
+    per = len(ev) // calls
+    split = {name: [] for name, _ in stages}
+    split["other"] = []
+    memsets = sum(1 for e in ev if "memset" in e[2].lower()) // calls
+    for c in range(calls):
+        acc = {k: 0.0 for k in split}
+        for s, e, name in ev[c * per:(c + 1) * per]:
+            for stage, keys in stages:
+                if any(k in name for k in keys):
+                    acc[stage] += e - s
+                    break
+            else:
+                acc["other"] += e - s
+        for k in acc:
+            split[k].append(acc[k])
+    return {k: statistics.median(v) / 1e3 for k, v in split.items()}, per - memsets, memsets
+
+
+def graph_ms(step, iters):
+    """Median ms of replaying `step` captured in a CUDA graph (warmed up on a
+    side stream first, as torch's graph docs prescribe)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()
+    return event_median_ms(g.replay, warmup=3, iters=iters)
+
+
+def host_syncs(step):
+    """0 if `step` runs without a host sync, else '>=1' (it stops at the
+    first one: set_sync_debug_mode('error'))."""
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+        n = 0
+    except RuntimeError:
+        n = ">=1"
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    return n

@@ -137,6 +137,15 @@ def policy(op):
     return _POLICIES[op]
 
 
+def fake_intersections(device, capacity):
+    """Length of a rasterizer's intersection buffer in its fake kernel: the
+    capacity the caller chose on CUDA; on the CPU, which bins exactly, a
+    size known only from the data."""
+    if device.type == "cuda":
+        return capacity
+    return torch.library.get_ctx().new_dynamic_size()
+
+
 def leading(t):
     """Size of t's first dimension, 0 for a scalar (bad input is reported by
     the op's own checks, with the argument's name, not here)."""

@@ -134,10 +134,7 @@ def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, 
                         height, near, far, sh_degree)
     H, W = height, width
     ty, tx = (H + _TILE - 1) // _TILE, (W + _TILE - 1) // _TILE
-    if means.device.type == "cuda":
-        M = capacity
-    else:
-        M = torch.library.get_ctx().new_dynamic_size()
+    M = _binning.fake_intersections(means.device, capacity)
     e = means.new_empty
     i64, i32 = torch.int64, torch.int32
     return (e((C, H, W, D)), e((C, H, W, 1)), e((C, H, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),

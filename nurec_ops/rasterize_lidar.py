@@ -139,10 +139,7 @@ def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, c
     C, N, D, R, W = _check(_OP, means, quats, scales, opacities, features, viewmats, row_elevations,
                            column_azimuths, row_azimuth_offsets, near, far, eps2d)
     ty, tx = (R + _TILE_ROWS - 1) // _TILE_ROWS, (W + _TILE_COLS - 1) // _TILE_COLS
-    if means.device.type == "cuda":
-        M = capacity
-    else:
-        M = torch.library.get_ctx().new_dynamic_size()
+    M = _binning.fake_intersections(means.device, capacity)
     e = means.new_empty
     i64, i32 = torch.int64, torch.int32
     return (e((C, R, W, D)), e((C, R, W, 1)), e((C, R, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),

@@ -9,11 +9,10 @@ import pytest
 import torch
 
 import nurec_ops
-from nurec_ops import _binning
 from nurec_ops import reference as ref
 from nurec_ops.rasterize_camera import _POLICY, check_overflow
 
-from conftest import DEVICES, DTYPES, GPU, HAS_CUDA, assert_close, gpu, poison_allocator, random_quats
+from conftest import DEVICES, DTYPES, assert_close, gpu, poison_allocator, random_quats
 
 OPS = torch.ops.nurec_ops
 

@@ -191,7 +191,6 @@ def test_parity_edge_gaussians(device, dtype):
     scene = edge_scene()
     _, _, alpha = run(ref.rasterize_lidar, to(scene, "cpu", torch.float64, grad=False))
     assert (alpha[0] > 1 - 2e-4).any()  # some rays hit the transmittance cut-off
-    W = scene["column_azimuths"].shape[0]
     assert (alpha[0, :, :3] > 0.1).any() and (alpha[0, :, -3:] > 0.1).any()  # both sides of the seam
     check_parity(scene, device, dtype)
 

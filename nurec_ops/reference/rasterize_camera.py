@@ -81,7 +81,6 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
         col = torch.clamp_min(col, 0.0)
     else:
         col = features[None].expand(C, N, features.shape[-1])
-    D = col.shape[-1]
     # depth order per camera (stable: equal depths keep Gaussian order)
     o, valid, uv, conic, z, col = composite.sort_front_to_back(z, valid, opacities, uv, conic, z, col)
     px = torch.arange(W, dtype=means.dtype, device=means.device) + 0.5
