@@ -16,6 +16,7 @@ time, render the camera and the lidar, backward, optimizer step.
     python3 examples/train_street.py --fused raster       # reference collection + fused rasterizers
     python3 examples/train_street.py --fused --graph      # + the whole step in one CUDA graph
     python3 examples/train_street.py --fused --profile    # + a torch.profiler Chrome trace with NVTX ranges
+    python3 examples/train_street.py --fused --diagnose   # + nurec_ops.diagnose's report of the last steps
     torchrun --nproc_per_node=2 examples/train_street.py --ddp   # data parallel (gloo on CPU, NCCL on GPU)
 
 The loop calls ``collect``, ``rasterize_camera`` and ``rasterize_lidar`` as
@@ -28,7 +29,10 @@ Prints the median step time, host syncs per step (counted under
 lidar range error and actor pose error before and after training; writes to
 ``--out``: camera_*.png and lidar_*.png (ground truth / start / trained),
 loss.png (loss curves), losses.csv, metrics.json, params*.pt, and with
-``--profile`` trace.json.
+``--profile`` trace.json. ``--diagnose`` runs the last steps under
+``nurec_ops.diagnose`` instead: its report (syncs by source line, kernels per
+step, GPU busy fraction, idle gaps, top kernels) is printed, its trace written
+to diagnose_trace.json and its figures kept in metrics.json.
 """
 import argparse
 import contextlib
@@ -327,6 +331,8 @@ def parse_args(argv=None):
                    help="swap the fused ops in: all (default) or only the rasterizers (the GPU baseline)")
     p.add_argument("--graph", action="store_true", help="capture the whole step in a CUDA graph and replay it (CUDA)")
     p.add_argument("--profile", action="store_true", help="write a torch.profiler Chrome trace (with NVTX ranges)")
+    p.add_argument("--diagnose", action="store_true",
+                   help="run the last 5 steps under nurec_ops.diagnose (report, trace, GPU busy fraction)")
     p.add_argument("--ddp", action="store_true", help="data parallel under torchrun (gloo on CPU, NCCL on CUDA)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
     p.add_argument("--size", default=None, choices=sorted(street_scene.SIZES),
@@ -356,6 +362,8 @@ def main(argv=None):
         dev_name = f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
     device = torch.device(dev_name)
     if device.type == "cuda":
+        if device.index is None:  # torch 2.11's set_device wants an index
+            device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
     if args.ddp:
         if device.type == "cuda":
@@ -380,6 +388,7 @@ def main(argv=None):
                          "use --fused raster (the baseline: reference collection + fused rasterizers) or --fused")
     os.makedirs(args.out, exist_ok=True)
     main_rank = rank == 0
+    tag = f"_rank{rank}" if world > 1 else ""
     log = (lambda *a: print(*a, flush=True)) if main_rank else (lambda *a: None)  # noqa: E731
     torch.manual_seed(args.seed)
 
@@ -419,8 +428,8 @@ def main(argv=None):
         if main_rank and not args.no_eval:
             start = evaluate(P, D, range(F))
         pe0 = street_scene.pose_error(_key_poses(P), D.key_poses, street_scene.observed_keys(D))
-        n_prof = min(5, steps) if args.profile else 0
-        prof = None
+        n_prof = min(5, steps) if (args.profile or args.diagnose) else 0
+        prof = diagnosis = None
         timer = StepTimer(device)
         bar = Progress(steps, main_rank and not args.quiet)
         syncs = [0]
@@ -470,14 +479,25 @@ def main(argv=None):
             # eager step. (A graph replay's kernels were captured without host
             # ranges either way; its replay range below needs them on now.)
             nurec_ops.set_nvtx(True)
-            acts = [torch.profiler.ProfilerActivity.CPU]
-            if device.type == "cuda":
-                acts.append(torch.profiler.ProfilerActivity.CUDA)
-            with torch.profiler.profile(activities=acts) as prof:
-                run(timed_end, steps)
+            if args.diagnose:
+                if main_rank:
+                    log(f"train_street: nurec_ops.diagnose of the last {n_prof} steps")
+                d = nurec_ops.diagnose(steps=n_prof, print_report=main_rank,
+                                       trace=os.path.join(args.out, f"diagnose_trace{tag}.json"))
+                with d:
+                    for k in range(timed_end, steps):
+                        run(k, k + 1)
+                        d.step()
+                diagnosis = d.figures
+            else:
+                acts = [torch.profiler.ProfilerActivity.CPU]
                 if device.type == "cuda":
-                    torch.cuda.synchronize()
-            prof.export_chrome_trace(os.path.join(args.out, f"trace{'_rank%d' % rank if world > 1 else ''}.json"))
+                    acts.append(torch.profiler.ProfilerActivity.CUDA)
+                with torch.profiler.profile(activities=acts) as prof:
+                    run(timed_end, steps)
+                    if device.type == "cuda":
+                        torch.cuda.synchronize()
+                prof.export_chrome_trace(os.path.join(args.out, f"trace{tag}.json"))
             nurec_ops.set_nvtx(False)
             if not times:  # every step was profiled
                 times = timer.times_ms()
@@ -492,11 +512,14 @@ def main(argv=None):
             final = evaluate(P, D, range(F))
     # the references are back in place here
     pe1 = street_scene.pose_error(_key_poses(P), D.key_poses, street_scene.observed_keys(D))
-    tag = f"_rank{rank}" if world > 1 else ""
     torch.save({k: P[k].detach().cpu() for k in PARAMS}, os.path.join(args.out, f"params{tag}.pt"))
     metrics = dict(size=size, device=str(device), fused=args.fused, graph=args.graph, steps=steps, world=world,
                    gaussians=N, lidar=D.lidar, step_ms=step_ms, syncs_per_step=syncs[0] / max(counted, 1),
                    losses=losses.tolist(), pose_error_start=pe0, pose_error_final=pe1)
+    if diagnosis is not None:
+        keep = ("steps", "step_ms", "syncs_per_step", "kernels_per_step", "small_kernels_per_step",
+                "launch_calls_per_step", "gpu_busy", "gpu_busy_per_step", "peak_memory_mb", "trace")
+        metrics["diagnosis"] = {k: diagnosis.get(k) for k in keep}
     if final is not None:
         metrics.update(psnr_start=start[0], psnr_final=final[0], lidar_range_error_start=start[1],
                        lidar_range_error_final=final[1])
@@ -519,6 +542,8 @@ def main(argv=None):
         log(f"  step time (median)      {step_ms:9.2f} ms" + (" (CUDA graph replays)" if args.graph else ""))
         log(f"  host syncs per step     {metrics['syncs_per_step']:9.2f}"
             + ("" if device.type == "cuda" else "   (CPU: none by nature)"))
+        if diagnosis is not None and diagnosis.get("gpu_busy") is not None:
+            log(f"  GPU busy (diagnosed)    {100 * diagnosis['gpu_busy']:9.1f} % of the last {n_prof} steps' wall time")
         log(f"  loss                    {losses[0, 0]:9.4f} -> {losses[-1, 0]:.4f}")
         if final is not None:
             log(f"  camera PSNR             {start[0]:9.2f} -> {final[0]:.2f} dB  (all {F} frames)")
@@ -527,7 +552,7 @@ def main(argv=None):
         log(f"  actor pose error        {pe0[0]:9.3f} -> {pe1[0]:.3f} m, {pe0[1]:.2f} -> {pe1[1]:.2f} deg  (observed keys)")
         log(f"  wrote {args.out}/: loss.png, losses.csv, metrics.json"
             + (", camera_*.png" + (", lidar_*.png" if D.lidar else "") if final is not None else "")
-            + (", trace.json" if prof is not None else ""))
+            + (", trace.json" if prof is not None else "") + (", diagnose_trace.json" if diagnosis is not None else ""))
     if args.ddp:
         dist.barrier()
         dist.destroy_process_group()

@@ -191,3 +191,25 @@ def test_diagnose_the_fused_training_step_has_no_syncs_cuda(tmp_path):
     ours = {o["op"]: o for o in f["nurec_ops"]}
     assert {"nurec_ops::collect", "nurec_ops::rasterize_camera_fwd"} <= set(ours), list(ours)
     assert all(ours[k]["device"].startswith("cuda") for k in ("nurec_ops::collect", "nurec_ops::rasterize_camera_fwd"))
+
+
+def test_diagnose_flag_reports_and_writes_a_trace_picture(tmp_path, monkeypatch):
+    """--diagnose runs the last steps under nurec_ops.diagnose: its figures in
+    the metrics, its trace on disk; examples/trace_picture.py draws that
+    trace (the README's before/after picture) as a PNG."""
+    m = train_street.main(["--size", "tiny", "--steps", "6", "--quiet", "--no-eval", "--device", "cpu", "--fused",
+                           "--diagnose", "--out", str(tmp_path)])
+    d = m["diagnosis"]
+    assert d["steps"] == 5 and d["syncs_per_step"] == [0] * 5 and len(d["step_ms"]) == 5
+    assert all(t > 0 for t in d["step_ms"]) and d["gpu_busy"] is None  # CPU: no GPU figures
+    trace = tmp_path / "diagnose_trace.json"
+    assert trace.exists() and d["trace"] == str(trace)
+    import trace_picture
+
+    out = tmp_path / "trace.png"
+    monkeypatch.setattr(sys, "argv", ["trace_picture.py", str(out), f"a={trace}", f"b={trace}", "--steps", "2"])
+    trace_picture.main()
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    w, h = struct.unpack(">II", data[16:24])
+    assert w == trace_picture.WIDTH and h > 100
