@@ -57,7 +57,9 @@ def extension():
     c_sources = sources("*/*.c")
     cu_sources = sources("*/*.cu") if cuda else []
     common = ["-O3", f"-DTORCH_TARGET_VERSION={TORCH_TARGET}"]
-    cxx = common + ["-std=c++17", "-fvisibility=hidden"]
+    # extra C/C++ flags (e.g. the same tuning macros as NUREC_OPS_NVCC_FLAGS
+    # when the host code must agree with the kernels, like a tile shape)
+    cxx = common + ["-std=c++17", "-fvisibility=hidden"] + os.environ.get("NUREC_OPS_CFLAGS", "").split()
     args = {"cxx": cxx}
     kind = cpp_extension.CppExtension
     if cuda:
@@ -67,6 +69,9 @@ def extension():
                                  "-Xptxas=-warn-spills", "-DNUREC_WITH_CUDA"]
         if os.environ.get("NUREC_OPS_PTXAS_VERBOSE") == "1":
             args["nvcc"].append("-Xptxas=-v")  # registers, shared memory, spills
+        # extra nvcc flags, e.g. kernel tuning macros for a benchmark variant:
+        # NUREC_OPS_NVCC_FLAGS="-DRL_BWD_MIN_BLOCKS_F32=8"
+        args["nvcc"] += os.environ.get("NUREC_OPS_NVCC_FLAGS", "").split()
         kind = cpp_extension.CUDAExtension
     return kind(
         name="nurec_ops._C",

@@ -11,8 +11,8 @@ from ._library import ops
 from .nvtx import ranged
 
 _OP = "rasterize_lidar"
-_TILE_ROWS = 16
-_TILE_COLS = 16
+_TILE_ROWS = 1  # csrc/rasterize_lidar/rasterize_lidar.h: NUREC_RL_TILE_ROWS / _COLS
+_TILE_COLS = 256
 _POLICY = _binning.policy(_OP)
 
 
@@ -67,7 +67,7 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     ray, d = (wrap(ray azimuth - azimuth), ray elevation - elevation) with
     wrap to (-pi, pi], then compositing exactly as the camera (SPEC 3):
     ascending range, ``alpha = min(0.99, o exp(-d^T Sigma^-1 d / 2))``,
-    skipped below 1/255, stop before T < 1e-4. Tiles (16 rows x 16 columns,
+    skipped below 1/255, stop before T < 1e-4. Tiles (1 row x 256 columns,
     circular in columns, so a Gaussian straddling the seam is binned on both
     sides) are only a schedule: each Gaussian's rectangle of tiles covers
     every ray inside its opacity-aware ellipse (plus a rounding margin), rows

@@ -31,7 +31,7 @@ extern "C" {
 #define RL_CH 2                            /* channels per pass */
 #endif
 #ifndef RL_BWD_BATCH
-#define RL_BWD_BATCH 64                    /* Gaussians staged per batch in the backward */
+#define RL_BWD_BATCH 128                   /* Gaussians staged per batch in the backward */
 #endif
 #ifndef RL_BWD_MIN_BLOCKS_F32
 #define RL_BWD_MIN_BLOCKS_F32 5            /* 256 x 5: 48 registers, no spills, 62.5% occupancy (4: 48 too; 6: 40 regs, 20 B spills; 8: 32 regs, 4 B spills, 100%: to time) */

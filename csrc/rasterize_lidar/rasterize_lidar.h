@@ -29,8 +29,20 @@
 extern "C" {
 #endif
 
-#define NUREC_RL_TILE_ROWS 16
-#define NUREC_RL_TILE_COLS 16
+/* One row x 256 columns. A real spinning lidar fires its rows with
+ * azimuth offsets that jump between neighbouring rows (the 128-row model:
+ * -4.5 to +11 degrees, neighbours up to 6.6 degrees apart), so a tile of
+ * several rows spans its columns' azimuths plus that whole spread: on the
+ * street scene 16 x 16 tiles listed every small Gaussian in ~10 tiles and
+ * made each ray test thousands it could not reach. Within one row a tile's
+ * rays are exactly its columns' azimuths, and each warp (32 consecutive
+ * columns, 3.2 degrees) culls what cannot reach it (the CUDA kernels). */
+#ifndef NUREC_RL_TILE_ROWS /* overridable for benchmark variants (setup.py: both compilers' flags) */
+#define NUREC_RL_TILE_ROWS 1
+#endif
+#ifndef NUREC_RL_TILE_COLS
+#define NUREC_RL_TILE_COLS 256
+#endif
 /* Gaussians whose mean is within 5 degrees of a pole are dropped. */
 #define NUREC_RL_MAX_ELEVATION 1.4835298641951802 /* pi/2 - 5 deg */
 #define NUREC_RL_EPS2D_FACTOR 0.3                 /* default eps2d = 0.3 (2 pi / W)^2 */
