@@ -63,7 +63,7 @@ def main():
     rows = []
     results = {}
     # opt-in kernel variants, set per process (see benchmarks/RESULTS.md)
-    toggles = [name for name, var in (("PDL", "NUREC_OPS_PDL"), ("staged bwd", "NUREC_OPS_STAGED_BWD"))
+    toggles = [name for name, var in (("PDL", "NUREC_OPS_PDL"),)
                if os.environ.get(var) == "1"]
     label = f" [{', '.join(toggles)}]" if toggles else ""
     impls = [(n + (label if n.startswith("nurec") else ""), f) for n, f in impls]

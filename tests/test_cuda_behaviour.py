@@ -292,16 +292,16 @@ def test_poisoned_cuda_allocator_outputs_written():
 # ------------------------------------------------- opt-in kernel variants
 
 @gpu
-def test_staged_backward_variant_passes_the_parity_tests():
-    """The staged float32 collection backward is opt-in (NUREC_OPS_STAGED_BWD=1,
-    read once per process): run the CUDA parity and gradient tests of
+def test_pdl_variant_passes_the_parity_tests():
+    """Programmatic dependent launch of the collection kernel is opt-in
+    (NUREC_OPS_PDL=1, read once per process): run the CUDA tests of
     test_collect.py in a fresh process with it on."""
     import os
     import subprocess
     import sys
 
     here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, NUREC_OPS_STAGED_BWD="1")
+    env = dict(os.environ, NUREC_OPS_PDL="1")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-m", "gpu", "-p", "no:cacheprovider",
                         os.path.join(here, "test_collect.py")], env=env, capture_output=True, text=True,
                        timeout=600)

@@ -9,15 +9,11 @@
 #include "math/cuda_pdl.cuh"
 
 #include <stdint.h>
-#include <stdlib.h>
 
 #define NUREC_COLLECT_THREADS 128
 /* Gaussians a block of the staged float32 forward takes: 4 per thread,
    24 KB of shared memory */
 #define NUREC_COLLECT_STAGED 512
-/* Gaussians a block of the staged float32 backward takes: 2 per thread,
-   23 KB of shared memory */
-#define NUREC_COLLECT_STAGED_BWD 256
 #define NUREC_GENERIC_FILE "collect/collect_cuda_generic.cuh"
 #include "math/generic.h"
 
@@ -46,22 +42,6 @@ static int can_stage(const nurec_collect_params* p) {
     return all_aligned16(ptrs, sizeof(ptrs) / sizeof(ptrs[0]));
 }
 
-/* The staged backward is not yet measured on a GPU: opt-in with
-   NUREC_OPS_STAGED_BWD=1 until it has been (benchmarks/RESULTS.md). */
-static int can_stage_backward(const nurec_collect_params* p) {
-    static int opted_in = -1;
-    if (opted_in < 0) {
-        const char* v = getenv("NUREC_OPS_STAGED_BWD");
-        opted_in = v && v[0] == '1' && v[1] == 0;
-    }
-    if (!opted_in || p->dtype != NUREC_F32 || p->ids_are_int64) return 0;
-    const void* ptrs[] = {p->means, p->quats, p->log_scales, p->opacity_logits, p->track_ids,
-                          p->grad_means_w, p->grad_quats_w, p->grad_scales, p->grad_opacities,
-                          p->grad_means, p->grad_quats, p->grad_log_scales,
-                          p->grad_opacity_logits};
-    return all_aligned16(ptrs, sizeof(ptrs) / sizeof(ptrs[0]));
-}
-
 extern "C" int nurec_collect_forward_cuda(const nurec_collect_params* p, void* stream) {
     if (p->num_gaussians == 0) return NUREC_OK;
     int staged = can_stage(p);
@@ -84,12 +64,8 @@ extern "C" int nurec_collect_backward_cuda(const nurec_collect_params* p, void* 
         cudaMemsetAsync(p->grad_track_poses, 0, elem * 7 * (size_t)p->num_tracks, s) != cudaSuccess)
         return NUREC_ERR_CUDA;
     if (p->num_gaussians == 0) return NUREC_OK;
-    if (can_stage_backward(p)) {
-        unsigned b = (unsigned)((p->num_gaussians + NUREC_COLLECT_STAGED_BWD - 1) /
-                                NUREC_COLLECT_STAGED_BWD);
-        collect_backward_staged_kernel_f32<<<b, NUREC_COLLECT_THREADS, 0, s>>>(*p);
-        return launch_status();
-    }
+    /* (A backward staged through shared memory like the forward measured
+       slower on the H200, 40 vs 28 us: benchmarks/RESULTS.md.) */
     unsigned b = num_blocks(p->num_gaussians);
     if (p->dtype == NUREC_F32) collect_backward_kernel_f32<<<b, NUREC_COLLECT_THREADS, 0, s>>>(*p);
     else if (p->dtype == NUREC_F64) collect_backward_kernel_f64<<<b, NUREC_COLLECT_THREADS, 0, s>>>(*p);
