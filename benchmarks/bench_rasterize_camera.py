@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nurec_ops  # noqa: E402
 from nurec_ops.rasterize_camera import _POLICY  # noqa: E402
-from timing import copy_bandwidth_gbs, event_median_ms, graph_ms, host_syncs, stage_split, table  # noqa: E402
+from timing import (copy_bandwidth_gbs, event_median_ms, graph_ms, host_syncs, kernel_breakdown,  # noqa: E402
+                    stage_split, table)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GSPLAT_FWD_BWD_MS = {"garden 648x420 x3": (1.23, 3.08), "garden 1944x1260 x3": (2.32, 7.52),
@@ -99,6 +100,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--kernels", action="store_true", help="also print each kernel's launches and time per call")
     ap.add_argument("--scenes", default="garden,garden3,street")
     a = ap.parse_args()
     dtype = getattr(torch, a.dtype)
@@ -129,6 +131,8 @@ def main():
                      f"{ref_fb / t_fb:.2f}x", f"{split['projection']:.3f}", f"{split['binning']:.3f}",
                      f"{split['forward']:.3f}", f"{split['backward']:.3f}", f"{split['other']:.3f}",
                      f"{launches}+{memsets}", host_syncs(fb), st[0], f"{ref_f:.2f}/{ref_fb:.2f}"])
+        if a.kernels:
+            print(table(kernel_breakdown(fb), ["kernel (forward+backward)", "per call", "median us", "us per call"]))
         print(name, "done", flush=True)
     print()
     print(table(rows, ["scene", "N", "fwd ms", "fwd+bwd ms", "graph fwd+bwd ms", "vs gsplat fwd+bwd",

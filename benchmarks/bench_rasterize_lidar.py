@@ -37,7 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nurec_ops  # noqa: E402
 from nurec_ops.lidar_model import load_lidar_model, reduce_lidar_model  # noqa: E402
 from nurec_ops.rasterize_lidar import _POLICY, default_eps2d  # noqa: E402
-from timing import copy_bandwidth_gbs, event_median_ms, graph_ms, host_syncs, stage_split, table  # noqa: E402
+from timing import (copy_bandwidth_gbs, event_median_ms, graph_ms, host_syncs, kernel_breakdown,  # noqa: E402
+                    stage_split, table)
 
 GSPLAT_MS = (3.60, 5.71)  # forward, forward+backward (gsplat 1.6 lidar path, H200)
 TARGET_FB_MS = 2.85
@@ -89,6 +90,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--kernels", action="store_true", help="also print each kernel's launches and time per call")
     ap.add_argument("--rows", type=int, default=128)
     ap.add_argument("--cols", type=int, default=3600)
     a = ap.parse_args()
@@ -114,6 +116,8 @@ def main():
            f"{GSPLAT_MS[1] / t_fb:.2f}x", "yes" if t_fb <= TARGET_FB_MS else "no"]
     row += [f"{split[name]:.3f}" for name, _ in STAGES] + [f"{split['other']:.3f}", f"{launches}+{memsets}",
                                                             host_syncs(fb), st[0]]
+    if a.kernels:
+        print(table(kernel_breakdown(fb), ["kernel (forward+backward)", "per call", "median us", "us per call"]))
     print()
     print(table([row], ["scene", "N", "fwd ms", "fwd+bwd ms", "graph fwd+bwd ms", "vs gsplat fwd+bwd",
                         f"<= {TARGET_FB_MS} ms"] + [f"{n} ms" for n, _ in STAGES] +

@@ -88,8 +88,9 @@ def kernel_profile(fn, calls=20, warmup=5):
     return statistics.median(spans), statistics.median(sums), per_call - memsets, memsets, names
 
 
-def kernel_durations(fn, calls=20, warmup=5):
-    """Median duration in us of each kernel name over `calls` calls."""
+def _durations_by_name(fn, calls, warmup):
+    """Durations in us of every kernel / memset / copy of `calls` calls of fn,
+    by name (torch.profiler, one call at a time)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -101,7 +102,22 @@ def kernel_durations(fn, calls=20, warmup=5):
     for e in prof.events():
         if _is_device_activity(e):
             per_name.setdefault(e.name, []).append(e.time_range.end - e.time_range.start)
-    return {name: statistics.median(d) for name, d in per_name.items()}
+    return per_name
+
+
+def kernel_durations(fn, calls=20, warmup=5):
+    """Median duration in us of each kernel name over `calls` calls."""
+    return {name: statistics.median(d) for name, d in _durations_by_name(fn, calls, warmup).items()}
+
+
+def kernel_breakdown(fn, calls=10, warmup=3, top=15):
+    """Per kernel name: launches per call of fn, median duration (us) and
+    total device time per call (us), largest total first: where a pipeline's
+    time goes (e.g. how many radix passes a sort ran and what each cost)."""
+    per_name = _durations_by_name(fn, calls, warmup)
+    rows = [(name[:60], len(d) / calls, statistics.median(d), sum(d) / calls) for name, d in per_name.items()]
+    rows.sort(key=lambda r: -r[3])
+    return [(n, f"{k:g}", f"{m:.1f}", f"{t:.1f}") for n, k, m, t in rows[:top]]
 
 
 def copy_bandwidth_gbs(nbytes, iters=50):

@@ -1,0 +1,39 @@
+"""A few forward+backward calls of one rasterizer on its benchmark scene and
+nothing else, for Nsight Compute to profile without the benchmarks' timing
+loops, e.g. the lidar backward kernel's occupancy and stall reasons:
+
+    ncu --clock-control none -k regex:rl_backward_kernel_f32 -s 2 -c 1 \\
+        --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \\
+        python benchmarks/ncu_step.py lidar
+
+    python benchmarks/ncu_step.py {lidar,camera-street,camera-garden3} [--calls 3]
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("scene", choices=["lidar", "camera-street", "camera-garden3"])
+    ap.add_argument("--calls", type=int, default=3)
+    a = ap.parse_args()
+    if a.scene == "lidar":
+        import bench_rasterize_lidar as b
+        step = b.make_step(b.street_lidar_scene("cuda", torch.float32, 128, 3600), True)
+    else:
+        import bench_rasterize_camera as b
+        sc = b.street("cuda", torch.float32) if a.scene == "camera-street" else b.garden("cuda", torch.float32, 3)
+        step = b.make_step(sc, True)
+    for _ in range(a.calls):
+        step()
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()
