@@ -1,20 +1,19 @@
 /* CUDA kernels of rasterize_lidar. Forward: projection with tile rectangles
  * (1 launch) -> tile binning (tiles.cu, boxes mode: scan, emit, radix sort,
  * ranges) -> per-tile compositing (1 launch). Backward: two memsets, the
- * lidar's own per-tile sweep kernel (register budget, batch and carveout of
- * its own, not the camera's) and the per-Gaussian projection VJP. All on the
+ * lidar's own per-tile sweep kernel (register budget, warp-level list walk
+ * without shared memory and carveout of its own, not the camera's) and the
+ * per-Gaussian projection VJP. All on the
  * caller's stream, no host synchronization; an overflowed binning
  * (status[1]) turns the outputs into NaN and the gradients into zeros.
  *
- * Register budget of the backward (chosen from ptxas with nvcc 13 for sm_90,
- * to be confirmed by timing on the H200): with RL_CH = 2 channels per pass
- * (lidar features: intensity, ray-drop logit) the float32 backward needs 48
- * registers without spills, under NuRec's 64 for lidar (128 for its camera);
- * 256 threads x RL_BWD_MIN_BLOCKS_F32 = 5 blocks per SM keeps it there
- * (62.5% theoretical occupancy). Forcing 6 blocks gives 40 registers with
- * 20 B of spills, 8 blocks 32 registers with 4 B of spills (100%): the
- * candidate to time against 5. Forward: 32 registers. See
- * NUREC_OPS_PTXAS_VERBOSE=1. */
+ * Register budget of the backward (ptxas, nvcc 13, sm_90): with RL_CH = 2
+ * channels per pass (lidar features: intensity, ray-drop logit) and the
+ * warp-level list walk, the float32 backward fits NuRec's 64 registers for
+ * lidar (128 for its camera) without spills at 256 threads x
+ * RL_BWD_MIN_BLOCKS_F32 = 4 blocks per SM (50% theoretical occupancy); 5
+ * blocks (48 registers) spill 60 B. Forward: 45 registers. Timings of the
+ * variants in benchmarks/RESULTS.md; see NUREC_OPS_PTXAS_VERBOSE=1. */
 #include <cuda_runtime.h>
 
 extern "C" {
@@ -30,21 +29,20 @@ extern "C" {
 #ifndef RL_CH
 #define RL_CH 2                            /* channels per pass */
 #endif
-#ifndef RL_BWD_BATCH
-#define RL_BWD_BATCH 128                   /* Gaussians staged per batch in the backward */
-#endif
 #ifndef RL_BWD_MIN_BLOCKS_F32
-#define RL_BWD_MIN_BLOCKS_F32 5            /* 256 x 5: 48 registers, no spills, 62.5% occupancy (4: 48 too; 6: 40 regs, 20 B spills; 8: 32 regs, 4 B spills, 100%: to time) */
+#define RL_BWD_MIN_BLOCKS_F32 4            /* 256 x 4: 64 registers (NuRec's lidar budget), no spills, 50% occupancy; 5 blocks spilled 60 B once the sweep went warp-level */
 #endif
 #define RL_BWD_MIN_BLOCKS_F64 2
 #ifndef RL_BWD_DIRECT_LANES
 #define RL_BWD_DIRECT_LANES 4              /* up to this many contributing lanes: direct atomics */
 #endif
+/* Percent of L1 as shared memory: the sweeps use none (each warp reads its
+   list and shuffles), so all of it is cache for the records they gather. */
 #ifndef RL_BWD_CARVEOUT
-#define RL_BWD_CARVEOUT 25                 /* percent of L1 as shared memory */
+#define RL_BWD_CARVEOUT 0
 #endif
 #ifndef RL_FWD_CARVEOUT
-#define RL_FWD_CARVEOUT 50
+#define RL_FWD_CARVEOUT 0
 #endif
 
 #define NUREC_GENERIC_FILE "rasterize_lidar/rasterize_lidar_cuda_generic.cuh"
