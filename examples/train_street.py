@@ -466,7 +466,10 @@ def main(argv=None):
 
         # the timed steps, under sync counting; then the profiled ones (the
         # profiler itself synchronizes when it starts and stops)
-        timed_end = max(done, steps - n_prof)
+        # --diagnose: one more step under the diagnosis, as its warm-up (the
+        # profiler starts in it: starting drains the GPU's queue)
+        n_settle = 1 if args.diagnose and steps - n_prof > done else 0
+        timed_end = max(done, steps - n_prof - n_settle)
         with count_syncs(device, syncs):
             timer.mark()
             run(done, timed_end)
@@ -482,7 +485,7 @@ def main(argv=None):
             if args.diagnose:
                 if main_rank:
                     log(f"train_street: nurec_ops.diagnose of the last {n_prof} steps")
-                d = nurec_ops.diagnose(steps=n_prof, print_report=main_rank,
+                d = nurec_ops.diagnose(steps=n_prof, warmup=n_settle, print_report=main_rank,
                                        trace=os.path.join(args.out, f"diagnose_trace{tag}.json"))
                 with d:
                     for k in range(timed_end, steps):

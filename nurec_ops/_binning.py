@@ -140,8 +140,10 @@ def policy(op):
 def fake_intersections(device, capacity):
     """Length of a rasterizer's intersection buffer in its fake kernel: the
     capacity the caller chose on CUDA; on the CPU, which bins exactly, a
-    size known only from the data."""
-    if device.type == "cuda":
+    size known only from the data. On meta tensors (shapes only, e.g.
+    nurec_ops.diagnose sizing a recorded call to estimate its bytes) the
+    capacity recorded with the call."""
+    if device.type in ("cuda", "meta"):
         return capacity
     return torch.library.get_ctx().new_dynamic_size()
 

@@ -87,7 +87,8 @@ def test_cpu_loop_figures(tmp_path, capsys):
     trace = tmp_path / "trace.json"
     before = _global_state()
     with nurec_ops.diagnose(warmup=1, steps=3, trace=str(trace)) as d:
-        assert nvtx.nvtx_enabled() and not torch.autograd._profiler_enabled()  # warm-up: not recording
+        # the profiler runs from the (last) warm-up step on, which is not recorded
+        assert nvtx.nvtx_enabled() and torch.autograd._profiler_enabled()
         for _ in range(6):  # 1 warm-up + 3 recorded + 2 ignored
             out, loss = _fused_step(scene)
             loss.item()                      # a sync on CUDA
@@ -125,6 +126,20 @@ def test_cpu_loop_figures(tmp_path, capsys):
     assert "nurec_ops::collect_gaussian_parameters" in names and set(ours) <= names
     report = capsys.readouterr().out
     assert "nurec_ops.diagnose: 3 step(s) on cpu" in report and "host syncs / step       0" in report
+
+
+def test_profiler_starts_one_step_before_the_first_recorded_step():
+    """Starting the profiler drains the GPU's queue: it starts during the last
+    warm-up step, so that the first recorded step does not begin on an idle
+    GPU; earlier warm-up steps run without it, and it stops at the end."""
+    running = []
+    with nurec_ops.diagnose(warmup=3, steps=2, trace=None, print_report=False) as d:
+        for _ in range(6):
+            running.append(torch.autograd._profiler_enabled())
+            d.step()
+    assert running == [False, False, True, True, True, False]
+    assert not torch.autograd._profiler_enabled()
+    assert d.figures["steps"] == 2
 
 
 def test_sync_lines_are_named_and_counted_per_step(monkeypatch, tmp_path):
@@ -363,3 +378,37 @@ def test_gpu_fused_collect_loop_has_no_syncs(tmp_path):
     assert any(o["gbps"] for o in ours)
     assert all(o["copy_gbps"] > 100 for o in ours)  # any datacenter GPU copies faster than 100 GB/s
     assert torch.cuda.get_sync_debug_mode() == mode_before
+
+
+@pytest.mark.parametrize("op", ["rasterize_camera", "rasterize_lidar"])
+def test_rasterizer_forward_bytes_are_estimated(op, tmp_path):
+    """The byte estimate behind the bandwidth column sizes a recorded
+    rasterizer forward (its intersection buffer has the recorded capacity),
+    instead of giving up on the data-dependent output."""
+    from nurec_ops.diagnose.bandwidth import estimate_bytes
+
+    s = _scene()
+    with torch.no_grad():
+        m, q, sc, o = nurec_ops.collect(s["means"], s["quats"], s["log_scales"], s["opacity_logits"], s["track_ids"],
+                                        s["key_poses"], s["key_times"], s["track_ranges"], s["query_times"])
+    feats = torch.rand(m.shape[0], 3)
+    V = torch.eye(4)[None]
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        if op == "rasterize_camera":
+            K = torch.tensor([[[50.0, 0, 20], [0, 50.0, 15], [0, 0, 1]]])
+            nurec_ops.rasterize_camera(m, q, sc, o, feats, V, K, 40, 30)
+        else:
+            el, az = torch.linspace(-0.3, 0.3, 8), torch.linspace(3.0, -3.0, 90)
+            nurec_ops.rasterize_lidar(m, q, sc, o, feats[:, :1], V, el, az, torch.zeros(8))
+    path = str(tmp_path / "t.json")
+    prof.export_chrome_trace(path)
+    with open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("name") == f"nurec_ops::{op}_fwd"]
+    assert events, "the forward op was not recorded"
+    args = events[0]["args"]
+    base = estimate_bytes(f"nurec_ops::{op}_fwd", args)
+    assert base is not None and base > sum(t.numel() * t.element_size() for t in (m, q, sc, o))
+    # the same call recorded with a capacity of 1000 (as on CUDA): 1000 int32 intersection slots more
+    concrete = list(args["Concrete Inputs"])
+    concrete[-1] = str(int(concrete[-1] or 0) + 1000)
+    assert estimate_bytes(f"nurec_ops::{op}_fwd", dict(args, **{"Concrete Inputs": concrete})) == base + 4000

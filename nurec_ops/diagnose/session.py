@@ -48,7 +48,10 @@ class Diagnosis:
         steps: how many steps to record after the warm-up (None: every step
             until the block ends).
         warmup: steps to run first without recording (CUDA/cuDNN set-up,
-            allocator growth, profiler start-up).
+            allocator growth). With ``warmup >= 1`` the profiler starts one
+            step early, during the last warm-up step: starting it drains the
+            GPU's queue, and a first recorded step that began on an idle GPU
+            would show an idle gap that the loop itself does not have.
         trace: where to write the Chrome trace (None: no file is kept).
         print_report: print the table when the block ends.
         nvtx: turn nurec_ops's NVTX ranges on inside the block, so the trace
@@ -94,7 +97,7 @@ class Diagnosis:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         self._prof = torch.profiler.profile(activities=activities, record_shapes=True)
         self._prof.prepare_trace()  # profiler set-up (CUPTI) outside the steps
-        self._step, self._recording, self._started = 0, False, False
+        self._step, self._recording, self._started, self._tracing = 0, False, False, False
         self._recorded, self._peaks = [], []
         self._annotation = None
         # Then the global state that __exit__ restores.
@@ -107,8 +110,10 @@ class Diagnosis:
             self._sync_mode_before = torch.cuda.get_sync_debug_mode()
             _set_sync_mode("warn")
         self._syncs = SyncRecorder(lambda: self._step, lambda: self._recording).__enter__()
-        if self.warmup == 0:
-            with self._quiet():
+        with self._quiet():
+            if self.warmup <= 1:
+                self._start_trace()
+            if self.warmup == 0:
                 self._start_recording()
 
     def step(self) -> None:
@@ -119,10 +124,12 @@ class Diagnosis:
             if self._recording:
                 self._end_step()
             self._step += 1
+            if not self._tracing and self._step == self.warmup - 1:
+                self._start_trace()  # one step before the first recorded one
             if not self._started and self._step == self.warmup:
                 self._start_recording()
             elif self._recording and self.steps is not None and len(self._recorded) >= self.steps:
-                self._prof.stop_trace()
+                self._stop_trace()
                 self._recording = False
             elif self._recording:
                 self._begin_step()
@@ -136,8 +143,9 @@ class Diagnosis:
                     # step() was never called: then the block is the step.
                     whole_block = self._step == 0
                     self._end_step(keep=whole_block)
-                    self._prof.stop_trace()
                     self._recording = False
+                if self._tracing:  # also a trace started in the last warm-up step
+                    self._stop_trace()
         finally:
             self._syncs.__exit__(exc_type, exc, tb)
             if self._cuda:
@@ -167,8 +175,17 @@ class Diagnosis:
                 _set_sync_mode("warn")
             self._syncs.paused = False
 
-    def _start_recording(self):
+    def _start_trace(self):
         self._prof.start_trace()
+        self._tracing = True
+
+    def _stop_trace(self):
+        self._prof.stop_trace()
+        self._tracing = False
+
+    def _start_recording(self):
+        if not self._tracing:
+            self._start_trace()
         self._started = self._recording = True
         self._begin_step()
 
