@@ -2,7 +2,7 @@
 """A picture of one or more step traces (the Chrome traces nurec_ops.diagnose
 writes), stacked on one time scale, so a before/after comparison is one PNG:
 
-    python3 examples/trace_picture.py out.png before=diagnose_trace.json after=other.json [--steps 2]
+    python3 examples/trace_picture.py out.png before=diagnose_trace.json after=other.json [--steps 2] [--skip 0]
 
 Each panel shows, over the recorded steps (the diagnosis's step markers):
 - cpu: the training step's NVTX ranges (collect, camera, lidar, backward,
@@ -28,6 +28,10 @@ from nurec_ops.diagnose.trace import Trace, covered, merge_intervals  # noqa: E4
 RANGES = [("collect", (0.95, 0.55, 0.1)), ("camera", (0.2, 0.45, 0.9)), ("lidar", (0.2, 0.7, 0.3)),
           ("backward", (0.6, 0.3, 0.75)), ("optimizer", (0.45, 0.45, 0.45)), ("all_reduce", (0.8, 0.7, 0.1))]
 OTHER = (0.75, 0.75, 0.75)
+# kernels whose launch is in no coloured range (a CUDA graph replay launches
+# them all at once) are coloured by their name when it tells
+KERNELS = [("backward", "backward"), ("rl_", "lidar"), ("rc_", "camera"), ("collect", "collect"), ("track_poses", "collect"),
+           ("foreach", "optimizer"), ("adam", "optimizer")]
 SYNC = (0.85, 0.1, 0.1)
 WIDTH, LEFT, RIGHT = 1400, 50, 20
 ROW, GAP = 22, 6
@@ -40,8 +44,8 @@ def _colour(name):
     return None
 
 
-def _window(tr, steps):
-    marks = sorted((e for n, e in tr.annotations.items() if n.startswith(STEP_PREFIX)), key=lambda e: e.ts)
+def _window(tr, steps, skip=0):
+    marks = sorted((e for n, e in tr.annotations.items() if n.startswith(STEP_PREFIX)), key=lambda e: e.ts)[skip:]
     if not marks:
         raise SystemExit(f"trace_picture: no {STEP_PREFIX}* step markers in the trace (a nurec_ops.diagnose trace?)")
     marks = marks[:steps] if steps else marks
@@ -61,20 +65,27 @@ def _ranges(tr, start, end):
     return sorted(out, key=lambda r: -(r[1] - r[0]))  # outer ranges first, inner ones drawn over them
 
 
-def _launch_colour(ranges, ts):
+def _launch_colour(ranges, ts, kernel_name):
     best = None
-    for a, b, c in ranges:  # the innermost (shortest) holding ts wins: ranges go long to short
-        if a <= ts <= b:
-            best = c
+    if ts is not None:
+        for a, b, c in ranges:  # the innermost (shortest) holding ts wins: ranges go long to short
+            if a <= ts <= b:
+                best = c
+    if best is None:
+        low = kernel_name.lower()
+        best = next((_colour(r) for frag, r in KERNELS if frag in low), None)
     return best or OTHER
 
 
-def panel(label, tr, steps, scale_us):
-    start, end, n = _window(tr, steps)
-    ranges = _ranges(tr, start, end)
+def panel(label, tr, steps, scale_us, skip=0):
+    start, end, n = _window(tr, steps, skip)
+    ranges = _ranges(tr, float("-inf"), float("inf"))  # kernels running in the window may come from before it
     gpu = [g for g in tr.gpu if g.end >= start and g.ts <= end]
     busy = covered(merge_intervals([(g.ts, g.end) for g in gpu]), start, end) / max(end - start, 1e-9)
-    syncs = [s for s in tr.syncs if start <= s.ts <= end]
+    # syncs inside the steps' CPU ranges: not the diagnosis's own (stopping
+    # the profiler waits for the GPU, between steps)
+    marks = [e for n_, e in tr.annotations.items() if n_.startswith(STEP_PREFIX)]
+    syncs = [s for s in tr.syncs if start <= s.ts <= end and any(m.ts <= s.ts <= m.end for m in marks)]
     H = 18 + 3 * ROW + 2 * GAP + 16
     img = torch.ones(H, WIDTH, 3)
     X = lambda t: LEFT + (t - start) / scale_us  # noqa: E731
@@ -96,7 +107,7 @@ def panel(label, tr, steps, scale_us):
         bar(s.ts, s.end, y_sync, GAP + 4, SYNC)
     for g in gpu:
         launch = tr.launch_of(g)
-        bar(g.ts, g.end, y_gpu, ROW, _launch_colour(ranges, launch.ts) if launch is not None else OTHER)
+        bar(g.ts, g.end, y_gpu, ROW, _launch_colour(ranges, launch.ts if launch is not None else None, g.name))
     # time axis: labelled ticks at least ~50 pixels apart
     y_ax = y_gpu + ROW + 2
     step_ms = next(t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1e9) if t * 1e3 / scale_us >= 50)
@@ -114,14 +125,15 @@ def main():
     ap.add_argument("out")
     ap.add_argument("traces", nargs="+", help="label=trace.json")
     ap.add_argument("--steps", type=int, default=2, help="steps drawn from each trace (0: all)")
+    ap.add_argument("--skip", type=int, default=0, help="recorded steps to skip first")
     args = ap.parse_args()
     loaded = []
     for item in args.traces:
         label, _, path = item.rpartition("=")
         loaded.append((label or os.path.basename(path), Trace.load(path)))
-    spans = [(lambda w: w[1] - w[0])(_window(tr, args.steps)) for _, tr in loaded]
+    spans = [(lambda w: w[1] - w[0])(_window(tr, args.steps, args.skip)) for _, tr in loaded]
     scale = max(spans) / (WIDTH - LEFT - RIGHT)  # us per pixel, shared by every panel
-    panels = [panel(label, tr, args.steps, scale)[0] for label, tr in loaded]
+    panels = [panel(label, tr, args.steps, scale, args.skip)[0] for label, tr in loaded]
     legend = torch.ones(16, WIDTH, 3)
     x = LEFT
     for name, c in RANGES + [("other", OTHER), ("sync", SYNC)]:
