@@ -46,6 +46,10 @@ extern "C" {
 #define RL_FWD_CARVEOUT 0
 #endif
 
+#if 7 + RL_CH > 16
+#error "splat_warp_add sums at most 16 values: 7 record values + RL_CH channels"
+#endif
+
 #define NUREC_GENERIC_FILE "rasterize_lidar/rasterize_lidar_cuda_generic.cuh"
 #include "math/generic.h"
 

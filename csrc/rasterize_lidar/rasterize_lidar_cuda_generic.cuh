@@ -1,5 +1,7 @@
 /* Generic over real_t (see math/generic.h). */
 
+#include "tiles/splat_warp_cuda_generic.cuh"
+
 __global__ void __launch_bounds__(RL_PROJ_THREADS)
 NR(rl_project_kernel)(nurec_rasterize_lidar_params p) {
     const int64_t N = p.num_gaussians;
@@ -225,11 +227,6 @@ NR(rl_forward_kernel)(nurec_rasterize_lidar_params p, int passes) {
     }
 }
 
-NUREC_HD_DEV real_t NR(rl_warp_sum)(real_t v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 /* Backward, the lidar's own kernel: one block per (tile, sweep, pass); each
  * warp sweeps its rays' lists back to front from the furthest entry any of
  * them reached, culled as in the forward; each Gaussian's gradient is summed
@@ -303,15 +300,12 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
             }
             const unsigned cm = __ballot_sync(0xffffffffu, contrib);
             if (cm == 0) continue;
-            bool writer = contrib;
+            real_t* g = grec + NUREC_SPLAT_GREC_SIZE * x.it;
+            real_t* gc = gfeat + D * (x.it % N) + c0;
             if (__popc(cm) > RL_BWD_DIRECT_LANES) {
-                for (int q = 0; q < 7 + RL_CH; ++q) v[q] = NR(rl_warp_sum)(v[q]);
-                writer = lane == 0;
-            }
-            if (writer) {
-                real_t* g = grec + NUREC_SPLAT_GREC_SIZE * x.it;
+                NR(splat_warp_add)(v, 7 + RL_CH, lane, g, pass == 0 ? 7 : 6, gc, nch);
+            } else if (contrib) {
                 for (int q = 0; q < (pass == 0 ? 7 : 6); ++q) atomicAdd(g + q, v[q]);
-                real_t* gc = gfeat + D * (x.it % N) + c0;
                 for (int q = 0; q < RL_CH; ++q)
                     if (q < nch) atomicAdd(gc + q, v[7 + q]);
             }
