@@ -272,3 +272,41 @@ def pose_error(key_poses, key_poses_gt, mask=None):
     qb = b[:, 3:] / b[:, 3:].norm(dim=-1, keepdim=True)
     dot = (qa * qb).sum(-1).abs().clamp(max=1.0)
     return dt, math.degrees((2 * torch.acos(dot)).mean().item())
+
+
+def relative_pose_error(key_poses, key_poses_gt, track_ranges, mask=None):
+    """Mean translation (m) and rotation (degrees) error of the motion between
+    consecutive key poses of each track (keys k and k+1 both in ``mask``):
+    the part of a pose that images can pin down. A constant offset of a whole
+    track is not: moving all of a car's Gaussians by the inverse offset in its
+    own frame renders the same images for a car that keeps its heading, so
+    the absolute error of ``pose_error`` can stay or drift while the motion,
+    measured here, is recovered."""
+    from nurec_ops.reference import quat
+
+    a, b = key_poses.detach().double().cpu(), key_poses_gt.detach().double().cpu()
+    keep = torch.ones(a.shape[0], dtype=torch.bool) if mask is None else mask.cpu()
+    first, second = [], []
+    for s, c in track_ranges.cpu().tolist():
+        for k in range(s, s + c - 1):
+            if keep[k] and keep[k + 1]:
+                first.append(k)
+                second.append(k + 1)
+    if not first:
+        return 0.0, 0.0
+    i, j = torch.tensor(first), torch.tensor(second)
+
+    def motion(p):
+        q0 = quat.normalize(p[i, 3:])
+        q1 = quat.normalize(p[j, 3:])
+        inv = q0 * torch.tensor([1.0, -1.0, -1.0, -1.0], dtype=p.dtype)
+        R = quat.to_rotmat(inv)
+        dt = torch.einsum("nij,nj->ni", R, p[j, :3] - p[i, :3])
+        return dt, quat.mul(inv, q1)
+
+    ta, qa = motion(a)
+    tb, qb = motion(b)
+    dt = (ta - tb).norm(dim=-1).mean().item()
+    dot = (qa * qb).sum(-1).abs().clamp(max=1.0)
+    return dt, math.degrees((2 * torch.acos(dot)).mean().item())
+

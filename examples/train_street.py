@@ -428,6 +428,7 @@ def main(argv=None):
         if main_rank and not args.no_eval:
             start = evaluate(P, D, range(F))
         pe0 = street_scene.pose_error(_key_poses(P), D.key_poses, street_scene.observed_keys(D))
+        rpe0 = street_scene.relative_pose_error(_key_poses(P), D.key_poses, D.track_ranges, street_scene.observed_keys(D))
         n_prof = min(5, steps) if (args.profile or args.diagnose) else 0
         prof = diagnosis = None
         timer = StepTimer(device)
@@ -515,10 +516,12 @@ def main(argv=None):
             final = evaluate(P, D, range(F))
     # the references are back in place here
     pe1 = street_scene.pose_error(_key_poses(P), D.key_poses, street_scene.observed_keys(D))
+    rpe1 = street_scene.relative_pose_error(_key_poses(P), D.key_poses, D.track_ranges, street_scene.observed_keys(D))
     torch.save({k: P[k].detach().cpu() for k in PARAMS}, os.path.join(args.out, f"params{tag}.pt"))
     metrics = dict(size=size, device=str(device), fused=args.fused, graph=args.graph, steps=steps, world=world,
                    gaussians=N, lidar=D.lidar, step_ms=step_ms, syncs_per_step=syncs[0] / max(counted, 1),
-                   losses=losses.tolist(), pose_error_start=pe0, pose_error_final=pe1)
+                   losses=losses.tolist(), pose_error_start=pe0, pose_error_final=pe1,
+                   relative_pose_error_start=rpe0, relative_pose_error_final=rpe1)
     if diagnosis is not None:
         keep = ("steps", "step_ms", "syncs_per_step", "kernels_per_step", "small_kernels_per_step",
                 "launch_calls_per_step", "gpu_busy", "gpu_busy_per_step", "peak_memory_mb", "trace")
@@ -553,6 +556,8 @@ def main(argv=None):
             if D.lidar:
                 log(f"  lidar range error       {start[1]:9.3f} -> {final[1]:.3f} m  (rays that hit)")
         log(f"  actor pose error        {pe0[0]:9.3f} -> {pe1[0]:.3f} m, {pe0[1]:.2f} -> {pe1[1]:.2f} deg  (observed keys)")
+        log(f"  actor motion error      {rpe0[0]:9.3f} -> {rpe1[0]:.3f} m, {rpe0[1]:.2f} -> {rpe1[1]:.2f} deg  "
+            "(key to next key; a track's constant offset is not observable)")
         log(f"  wrote {args.out}/: loss.png, losses.csv, metrics.json"
             + (", camera_*.png" + (", lidar_*.png" if D.lidar else "") if final is not None else "")
             + (", trace.json" if prof is not None else "") + (", diagnose_trace.json" if diagnosis is not None else ""))

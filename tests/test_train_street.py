@@ -9,6 +9,7 @@
 - ``torchrun --nproc_per_node=2 ... --ddp`` on the CPU (gloo) finishes and
   both ranks end with identical parameters.
 """
+import math
 import os
 import struct
 import subprocess
@@ -213,3 +214,18 @@ def test_diagnose_flag_reports_and_writes_a_trace_picture(tmp_path, monkeypatch)
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     w, h = struct.unpack(">II", data[16:24])
     assert w == trace_picture.WIDTH and h > 100
+
+
+def test_motion_error_ignores_a_tracks_constant_offset_and_sees_jitter():
+    street = train_street.street_scene
+    s = street.make_street("tiny", seed=0)
+    kp, ranges = s["key_poses"].double(), s["track_ranges"]
+    assert street.relative_pose_error(kp, kp, ranges)[0] == 0.0
+    shifted = kp.clone()
+    shifted[:, :3] += torch.tensor([0.5, -0.2, 0.1], dtype=torch.float64)  # the same for every key
+    assert street.pose_error(shifted, kp)[0] == pytest.approx(math.sqrt(0.25 + 0.04 + 0.01))
+    assert street.relative_pose_error(shifted, kp, ranges)[0] < 1e-9
+    jittered = kp.clone()
+    jittered[::2, :3] += 0.1  # every other key moved: the motion between keys changes
+    dt, _ = street.relative_pose_error(jittered, kp, ranges)
+    assert dt > 0.05

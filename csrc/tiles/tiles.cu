@@ -125,9 +125,10 @@ __device__ bool emit_item_init(const nurec_tiles_params& p, int64_t i, int64_t t
     return true;
 }
 
-/* Writes keys [k, cnt) of an item from key k = k0 + lane on, `step` apart
- * (lane 0 / step 1: one thread writes them all; lane / 32: a warp). Any key
- * the geometry cannot name (never when the counts match) is a sentinel. */
+/* Writes an item's keys that fit the capacity: this thread the ones at
+ * lane, lane + step, ... (lane 0, step 1: all of them; lane, 32: its share
+ * of a warp's). Any key the geometry cannot name (never when the counts
+ * match) is a sentinel. */
 __device__ void emit_item(const nurec_tiles_params& p, int64_t i, const EmitItem& e, int lane, int step,
                           uint64_t sentinel, uint64_t* keys, int32_t* vals) {
     const int64_t cap = p.capacity;
