@@ -1,5 +1,9 @@
 /* Generic over real_t (see math/generic.h). */
 
+#define SPLAT_CELL_ALPHA NR(rc_alpha) /* cells are pixel centres */
+#include "tiles/splat_cell_cpu_generic.h"
+#undef SPLAT_CELL_ALPHA
+
 /* Projection of every (camera, Gaussian) item: tile record, tile count and,
  * with SH, the colour seen from that camera. */
 static void NR(rc_project_cpu)(const nurec_rasterize_camera_params* p) {
@@ -35,51 +39,45 @@ static void NR(rc_project_cpu)(const nurec_rasterize_camera_params* p) {
     }
 }
 
-/* Features of item it: SH colours per camera, or the Gaussian's features. */
-static const real_t* NR(rc_item_features)(const nurec_rasterize_camera_params* p, int64_t it) {
-    if (p->sh_degree >= 0) return (const real_t*)p->colors + 3 * it;
-    return (const real_t*)p->features + p->channels * (it % p->num_gaussians);
+/* Rows of item features: SH colours per (camera, Gaussian) item, or the
+ * Gaussian's features. */
+static NR(splat_rows) NR(rc_feature_rows)(const nurec_rasterize_camera_params* p, void* sh_base, void* base) {
+    NR(splat_rows) r;
+    if (p->sh_degree >= 0) {
+        r.base = (real_t*)sh_base;
+        r.stride = 3;
+        r.mod = 0;
+    } else {
+        r.base = (real_t*)base;
+        r.stride = p->channels;
+        r.mod = p->num_gaussians;
+    }
+    return r;
 }
 
 static int NR(rc_forward_cpu)(const nurec_rasterize_camera_params* p) {
     const int64_t D = p->channels, W = p->width, H = p->height;
     const real_t* records = (const real_t*)p->records;
     const real_t* bgs = (const real_t*)p->backgrounds;
+    const NR(splat_rows) feats = NR(rc_feature_rows)(p, p->colors, (void*)p->features);
     real_t* acc = (real_t*)malloc(sizeof(real_t) * (size_t)(D > 0 ? D : 1));
     if (!acc) return NUREC_ERR_TILES_ALLOC;
     for (int64_t c = 0; c < p->num_cameras; ++c)
         for (int ty = 0; ty < p->tiles_y; ++ty)
             for (int tx = 0; tx < p->tiles_x; ++tx) {
                 const int64_t* range = p->tile_ranges + 2 * ((c * p->tiles_y + ty) * p->tiles_x + tx);
-                int64_t start = range[0], end = range[1];
                 for (int y = ty * NUREC_TILE; y < (ty + 1) * NUREC_TILE && y < H; ++y)
                     for (int x = tx * NUREC_TILE; x < (tx + 1) * NUREC_TILE && x < W; ++x) {
-                        real_t px = (real_t)x + (real_t)0.5, py = (real_t)y + (real_t)0.5;
-                        real_t T = 1, dep = 0;
-                        int32_t last = 0;
-                        for (int64_t k = 0; k < D; ++k) acc[k] = 0;
-                        for (int64_t j = start; j < end; ++j) {
-                            int64_t it = p->isect_items[j];
-                            const real_t* rec = records + NUREC_TREC_SIZE * it;
-                            real_t vis, dx, dy;
-                            real_t a = NR(rc_alpha)(rec, px, py, &vis, &dx, &dy);
-                            if (a == 0) continue;
-                            real_t Tn = T * (1 - a);
-                            if (Tn < (real_t)NUREC_SPLAT_T_MIN) break;
-                            real_t w = a * T;
-                            const real_t* f = NR(rc_item_features)(p, it);
-                            for (int64_t k = 0; k < D; ++k) acc[k] += w * f[k];
-                            dep += w * rec[NUREC_TREC_DEPTH];
-                            last = (int32_t)(j - start + 1);
-                            T = Tn;
-                        }
                         int64_t pix = (c * H + y) * W + x;
+                        real_t dep;
+                        real_t T = NR(splat_cell_forward)(p->isect_items, range[0], range[1], records, &feats, D,
+                                                          (real_t)x + (real_t)0.5, (real_t)y + (real_t)0.5, acc,
+                                                          &dep, p->last + pix);
                         real_t* out = (real_t*)p->render + D * pix;
                         for (int64_t k = 0; k < D; ++k) out[k] = acc[k] + (bgs ? T * bgs[c * D + k] : 0);
                         ((real_t*)p->depth)[pix] = dep;
                         ((real_t*)p->alpha)[pix] = 1 - T;
                         ((real_t*)p->final_T)[pix] = T;
-                        p->last[pix] = last;
                     }
             }
     free(acc);
@@ -96,39 +94,24 @@ static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
     const real_t* gA = (const real_t*)p->grad_alpha;
     real_t* grec = (real_t*)p->grad_records;
     const int sh = p->sh_degree >= 0;
-    real_t* gcolor_base = sh ? (real_t*)p->grad_colors : (real_t*)p->grad_features;
+    const NR(splat_rows) feats = NR(rc_feature_rows)(p, p->colors, (void*)p->features);
+    const NR(splat_rows) gfeats = NR(rc_feature_rows)(p, p->grad_colors, p->grad_features);
     memset(grec, 0, sizeof(real_t) * NUREC_SPLAT_GREC_SIZE * (size_t)(C * N));
-    memset(gcolor_base, 0, sizeof(real_t) * (size_t)((sh ? C * 3 : D) * N));
+    memset(gfeats.base, 0, sizeof(real_t) * (size_t)((sh ? C * 3 : D) * N));
     real_t* S = (real_t*)malloc(sizeof(real_t) * (size_t)(D > 0 ? D : 1));
     if (!S) return NUREC_ERR_TILES_ALLOC;
     for (int64_t c = 0; c < C; ++c)
         for (int ty = 0; ty < p->tiles_y; ++ty)
             for (int tx = 0; tx < p->tiles_x; ++tx) {
                 const int64_t* range = p->tile_ranges + 2 * ((c * p->tiles_y + ty) * p->tiles_x + tx);
-                int64_t start = range[0];
                 for (int y = ty * NUREC_TILE; y < (ty + 1) * NUREC_TILE && y < H; ++y)
                     for (int x = tx * NUREC_TILE; x < (tx + 1) * NUREC_TILE && x < W; ++x) {
                         int64_t pix = (c * H + y) * W + x;
-                        real_t px = (real_t)x + (real_t)0.5, py = (real_t)y + (real_t)0.5;
-                        real_t T = ((const real_t*)p->final_T)[pix], Sz = 0;
-                        const real_t* gf = gR + D * pix;
+                        real_t T = ((const real_t*)p->final_T)[pix];
                         for (int64_t k = 0; k < D; ++k) S[k] = bgs ? T * bgs[c * D + k] : 0;
-                        real_t gz = gD[pix], gTa = gA[pix] * T;
-                        for (int64_t j = start + p->last[pix] - 1; j >= start; --j) {
-                            int64_t it = p->isect_items[j];
-                            const real_t* rec = records + NUREC_TREC_SIZE * it;
-                            real_t vis, dx, dy, w;
-                            real_t a = NR(rc_alpha)(rec, px, py, &vis, &dx, &dy);
-                            if (a == 0) continue;
-                            const real_t* f = NR(rc_item_features)(p, it);
-                            real_t ga = NR(splat_composite_vjp)(a, f, (int)D, rec[NUREC_TREC_DEPTH], gf, gz,
-                                                             gTa, &T, S, &Sz, &w);
-                            real_t* gc = gcolor_base + (sh ? 3 * it : D * (it % N));
-                            for (int64_t k = 0; k < D; ++k) gc[k] += w * gf[k];
-                            real_t* g = grec + NUREC_SPLAT_GREC_SIZE * it;
-                            g[6] += w * gz;
-                            NR(splat_alpha_vjp)(rec, vis, dx, dy, ga, g);
-                        }
+                        NR(splat_cell_backward)(p->isect_items, range[0], p->last[pix], records, &feats, D,
+                                                (real_t)x + (real_t)0.5, (real_t)y + (real_t)0.5, T, S,
+                                                gR + D * pix, gD[pix], gA[pix], grec, &gfeats);
                     }
             }
     free(S);

@@ -1,5 +1,9 @@
 /* Generic over real_t (see math/generic.h). */
 
+#define SPLAT_CELL_ALPHA NR(rl_alpha) /* cells are rays: (azimuth, elevation), azimuth wrapped */
+#include "tiles/splat_cell_cpu_generic.h"
+#undef SPLAT_CELL_ALPHA
+
 /* Projection of every (sweep, Gaussian) item: tile record, tile rectangle
  * and count. */
 static void NR(rl_project_cpu)(const nurec_rasterize_lidar_params* p) {
@@ -36,45 +40,28 @@ static void NR(rl_project_cpu)(const nurec_rasterize_lidar_params* p) {
 static int NR(rl_forward_cpu)(const nurec_rasterize_lidar_params* p) {
     const int64_t D = p->channels, W = p->cols, H = p->rows, N = p->num_gaussians;
     const real_t* records = (const real_t*)p->records;
-    const real_t* feats = (const real_t*)p->features;
     const real_t* row_el = (const real_t*)p->row_elevations;
     const real_t* col_az = (const real_t*)p->column_azimuths;
     const real_t* row_off = (const real_t*)p->row_azimuth_offsets;
+    const NR(splat_rows) feats = {(real_t*)p->features, D, N};
     real_t* acc = (real_t*)malloc(sizeof(real_t) * (size_t)(D > 0 ? D : 1));
     if (!acc) return NUREC_ERR_TILES_ALLOC;
     for (int64_t c = 0; c < p->num_sweeps; ++c)
         for (int ty = 0; ty < p->tiles_y; ++ty)
             for (int tx = 0; tx < p->tiles_x; ++tx) {
                 const int64_t* range = p->tile_ranges + 2 * ((c * p->tiles_y + ty) * p->tiles_x + tx);
-                int64_t start = range[0], end = range[1];
                 for (int i = ty * NUREC_RL_TILE_ROWS; i < (ty + 1) * NUREC_RL_TILE_ROWS && i < H; ++i)
                     for (int j = tx * NUREC_RL_TILE_COLS; j < (tx + 1) * NUREC_RL_TILE_COLS && j < W; ++j) {
-                        real_t raz = col_az[j] + row_off[i], rel = row_el[i];
-                        real_t T = 1, rng = 0;
-                        int32_t last = 0;
-                        for (int64_t k = 0; k < D; ++k) acc[k] = 0;
-                        for (int64_t e = start; e < end; ++e) {
-                            int64_t it = p->isect_items[e];
-                            const real_t* rec = records + NUREC_TREC_SIZE * it;
-                            real_t vis, dx, dy;
-                            real_t a = NR(rl_alpha)(rec, raz, rel, &vis, &dx, &dy);
-                            if (a == 0) continue;
-                            real_t Tn = T * (1 - a);
-                            if (Tn < (real_t)NUREC_SPLAT_T_MIN) break;
-                            real_t w = a * T;
-                            const real_t* f = feats + D * (it % N);
-                            for (int64_t k = 0; k < D; ++k) acc[k] += w * f[k];
-                            rng += w * rec[NUREC_TREC_DEPTH];
-                            last = (int32_t)(e - start + 1);
-                            T = Tn;
-                        }
                         int64_t ray = (c * H + i) * W + j;
+                        real_t rng;
+                        real_t T = NR(splat_cell_forward)(p->isect_items, range[0], range[1], records, &feats, D,
+                                                          col_az[j] + row_off[i], row_el[i], acc, &rng,
+                                                          p->last + ray);
                         real_t* out = (real_t*)p->out_features + D * ray;
                         for (int64_t k = 0; k < D; ++k) out[k] = acc[k];
                         ((real_t*)p->range)[ray] = rng;
                         ((real_t*)p->alpha)[ray] = 1 - T;
                         ((real_t*)p->final_T)[ray] = T;
-                        p->last[ray] = last;
                     }
             }
     free(acc);
@@ -85,7 +72,6 @@ static int NR(rl_backward_cpu)(const nurec_rasterize_lidar_params* p) {
     const int64_t C = p->num_sweeps, N = p->num_gaussians, D = p->channels;
     const int64_t W = p->cols, H = p->rows;
     const real_t* records = (const real_t*)p->records;
-    const real_t* feats = (const real_t*)p->features;
     const real_t* row_el = (const real_t*)p->row_elevations;
     const real_t* col_az = (const real_t*)p->column_azimuths;
     const real_t* row_off = (const real_t*)p->row_azimuth_offsets;
@@ -93,39 +79,24 @@ static int NR(rl_backward_cpu)(const nurec_rasterize_lidar_params* p) {
     const real_t* gR = (const real_t*)p->grad_range;
     const real_t* gA = (const real_t*)p->grad_alpha;
     real_t* grec = (real_t*)p->grad_records;
-    real_t* gfeat = (real_t*)p->grad_features;
+    const NR(splat_rows) feats = {(real_t*)p->features, D, N};
+    const NR(splat_rows) gfeats = {(real_t*)p->grad_features, D, N};
     memset(grec, 0, sizeof(real_t) * NUREC_SPLAT_GREC_SIZE * (size_t)(C * N));
-    memset(gfeat, 0, sizeof(real_t) * (size_t)(D * N));
+    memset(gfeats.base, 0, sizeof(real_t) * (size_t)(D * N));
     real_t* S = (real_t*)malloc(sizeof(real_t) * (size_t)(D > 0 ? D : 1));
     if (!S) return NUREC_ERR_TILES_ALLOC;
     for (int64_t c = 0; c < C; ++c)
         for (int ty = 0; ty < p->tiles_y; ++ty)
             for (int tx = 0; tx < p->tiles_x; ++tx) {
                 const int64_t* range = p->tile_ranges + 2 * ((c * p->tiles_y + ty) * p->tiles_x + tx);
-                int64_t start = range[0];
                 for (int i = ty * NUREC_RL_TILE_ROWS; i < (ty + 1) * NUREC_RL_TILE_ROWS && i < H; ++i)
                     for (int j = tx * NUREC_RL_TILE_COLS; j < (tx + 1) * NUREC_RL_TILE_COLS && j < W; ++j) {
                         int64_t ray = (c * H + i) * W + j;
-                        real_t raz = col_az[j] + row_off[i], rel = row_el[i];
-                        real_t T = ((const real_t*)p->final_T)[ray], Sz = 0;
-                        const real_t* gf = gF + D * ray;
-                        for (int64_t k = 0; k < D; ++k) S[k] = 0;
-                        real_t gz = gR[ray], gTa = gA[ray] * T;
-                        for (int64_t e = start + p->last[ray] - 1; e >= start; --e) {
-                            int64_t it = p->isect_items[e];
-                            const real_t* rec = records + NUREC_TREC_SIZE * it;
-                            real_t vis, dx, dy, w;
-                            real_t a = NR(rl_alpha)(rec, raz, rel, &vis, &dx, &dy);
-                            if (a == 0) continue;
-                            const real_t* f = feats + D * (it % N);
-                            real_t ga = NR(splat_composite_vjp)(a, f, (int)D, rec[NUREC_TREC_DEPTH], gf,
-                                                                gz, gTa, &T, S, &Sz, &w);
-                            real_t* gc = gfeat + D * (it % N);
-                            for (int64_t k = 0; k < D; ++k) gc[k] += w * gf[k];
-                            real_t* g = grec + NUREC_SPLAT_GREC_SIZE * it;
-                            g[6] += w * gz;
-                            NR(splat_alpha_vjp)(rec, vis, dx, dy, ga, g);
-                        }
+                        for (int64_t k = 0; k < D; ++k) S[k] = 0; /* no background behind a ray */
+                        NR(splat_cell_backward)(p->isect_items, range[0], p->last[ray], records, &feats, D,
+                                                col_az[j] + row_off[i], row_el[i],
+                                                ((const real_t*)p->final_T)[ray], S, gF + D * ray, gR[ray],
+                                                gA[ray], grec, &gfeats);
                     }
             }
     free(S);

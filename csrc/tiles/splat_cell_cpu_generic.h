@@ -1,0 +1,78 @@
+/* Compositing of one cell (a camera pixel, a lidar ray) over its tile's
+ * list, forward and backward: the C CPU path of both rasterizers. Generic
+ * over real_t (see math/generic.h) and over the cell's alpha: the includer
+ * defines SPLAT_CELL_ALPHA(rec, cu, cv, vis, dx, dy) (the camera's
+ * rc_alpha at a pixel centre, the lidar's rl_alpha with its wrapped
+ * azimuth) before including this file inside its own generic file, so the
+ * alpha is inlined, not called through a pointer. */
+#ifndef SPLAT_CELL_ALPHA
+#error "define SPLAT_CELL_ALPHA before including tiles/splat_cell_cpu_generic.h"
+#endif
+
+/* Rows of per-item values (features, or their gradients): item it's row is
+ * base + stride * it, or base + stride * (it % mod) when mod > 0 (values
+ * per Gaussian for items that are (image, Gaussian) pairs). */
+typedef struct NR(splat_rows) {
+    real_t* base;
+    int64_t stride, mod;
+} NR(splat_rows);
+
+static real_t* NR(splat_row)(const NR(splat_rows)* r, int64_t it) {
+    return r->base + r->stride * (r->mod > 0 ? it % r->mod : it);
+}
+
+/* Front to back over the list entries [start, end) as SPEC section 3 says:
+ * skipped below alpha 1/255, stop before T falls under NUREC_SPLAT_T_MIN.
+ * Writes the D accumulated features (weights not normalized) to acc, the
+ * accumulated depth (range) to *depth and the number of entries walked to
+ * the last contributing one to *last; returns the final transmittance. */
+static real_t NR(splat_cell_forward)(const int32_t* items, int64_t start, int64_t end, const real_t* records,
+                                     const NR(splat_rows)* feats, int64_t D, real_t cu, real_t cv, real_t* acc,
+                                     real_t* depth, int32_t* last) {
+    real_t T = 1, dep = 0;
+    *last = 0;
+    for (int64_t k = 0; k < D; ++k) acc[k] = 0;
+    for (int64_t j = start; j < end; ++j) {
+        int64_t it = items[j];
+        const real_t* rec = records + NUREC_TREC_SIZE * it;
+        real_t vis, dx, dy;
+        real_t a = SPLAT_CELL_ALPHA(rec, cu, cv, &vis, &dx, &dy);
+        if (a == 0) continue;
+        real_t Tn = T * (1 - a);
+        if (Tn < (real_t)NUREC_SPLAT_T_MIN) break;
+        real_t w = a * T;
+        const real_t* f = NR(splat_row)(feats, it);
+        for (int64_t k = 0; k < D; ++k) acc[k] += w * f[k];
+        dep += w * rec[NUREC_TREC_DEPTH];
+        *last = (int32_t)(j - start + 1);
+        T = Tn;
+    }
+    *depth = dep;
+    return T;
+}
+
+/* Back to front over the entries [start, start + last) of the forward:
+ * adds each Gaussian's gradient to its record row (grad_records, 7 values)
+ * and its feature row. T is the forward's final transmittance, S[D] what
+ * was composited behind the list (the background, or 0; overwritten), gf
+ * (D), gz and g_alpha the cell's output gradients. */
+static void NR(splat_cell_backward)(const int32_t* items, int64_t start, int32_t last, const real_t* records,
+                                    const NR(splat_rows)* feats, int64_t D, real_t cu, real_t cv, real_t T,
+                                    real_t* S, const real_t* gf, real_t gz, real_t g_alpha, real_t* grec,
+                                    const NR(splat_rows)* gfeats) {
+    real_t Sz = 0, gTa = g_alpha * T;
+    for (int64_t j = start + last - 1; j >= start; --j) {
+        int64_t it = items[j];
+        const real_t* rec = records + NUREC_TREC_SIZE * it;
+        real_t vis, dx, dy, w;
+        real_t a = SPLAT_CELL_ALPHA(rec, cu, cv, &vis, &dx, &dy);
+        if (a == 0) continue;
+        const real_t* f = NR(splat_row)(feats, it);
+        real_t ga = NR(splat_composite_vjp)(a, f, (int)D, rec[NUREC_TREC_DEPTH], gf, gz, gTa, &T, S, &Sz, &w);
+        real_t* gc = NR(splat_row)(gfeats, it);
+        for (int64_t k = 0; k < D; ++k) gc[k] += w * gf[k];
+        real_t* g = grec + NUREC_SPLAT_GREC_SIZE * it;
+        g[6] += w * gz;
+        NR(splat_alpha_vjp)(rec, vis, dx, dy, ga, g);
+    }
+}
