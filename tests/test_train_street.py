@@ -229,3 +229,22 @@ def test_motion_error_ignores_a_tracks_constant_offset_and_sees_jitter():
     jittered[::2, :3] += 0.1  # every other key moved: the motion between keys changes
     dt, _ = street.relative_pose_error(jittered, kp, ranges)
     assert dt > 0.05
+
+
+def test_sync_counting_is_left_to_a_running_diagnosis():
+    """Under `python -m nurec_ops.diagnose examples/train_street.py` the
+    example must not swallow the sync warnings the diagnosis records (and
+    names by line): its own count steps aside. A CPU stand-in for a sync: a
+    warning with the sync text (the recorder reads it, CUDA or not)."""
+    import warnings
+    from nurec_ops.diagnose import syncs
+
+    box = [0]
+    with nurec_ops.diagnose(trace=None, print_report=False) as d:
+        assert nurec_ops.diagnose.running()
+        with train_street.count_syncs(torch.device("cuda"), box):
+            warnings.warn(syncs.SYNC_WARNING + " (stand-in)")
+    assert not nurec_ops.diagnose.running()
+    assert box[0] is None
+    assert d.figures["syncs_per_step"] == [1]
+    assert "test_train_street.py:" in d.figures["syncs"][0]["where"]

@@ -15,7 +15,7 @@ a script under one (see ``__main__.py``)::
 When the block ends it prints a table, writes a Chrome trace (open it in
 chrome://tracing or https://ui.perfetto.dev), and fills ``d.figures``.
 Nothing is set up before the block is entered, and everything is restored
-when it ends. On the CPU the GPU figures are None; syncs are then 0 by nature.
+when it ends. ``nurec_ops.diagnose.running()`` says whether one is entered. On the CPU the GPU figures are None; syncs are then 0 by nature.
 
 Keys of ``d.figures`` (a step is one of the recorded steps, in order; times
 in ms unless said otherwise):
@@ -60,9 +60,9 @@ in ms unless said otherwise):
 import sys
 import types
 
-from .session import Diagnosis
+from .session import Diagnosis, running
 
-__all__ = ["Diagnosis"]
+__all__ = ["Diagnosis", "running"]
 
 
 class _CallableModule(types.ModuleType):

@@ -22,6 +22,13 @@ from .trace import Trace
 _active = None  # the entered session: profilers and the sync mode do not nest
 
 
+def running() -> bool:
+    """Whether a diagnosis is entered now (in this process). Code that would
+    catch sync warnings itself (a loop counting its own syncs) should leave
+    them to the diagnosis then, which names their source lines."""
+    return _active is not None
+
+
 def _set_sync_mode(mode) -> None:
     with warnings.catch_warnings():  # the "prototype feature" notice
         warnings.simplefilter("ignore")
