@@ -27,8 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nurec_ops  # noqa: E402
 from nurec_ops.rasterize_camera import _POLICY  # noqa: E402
-from timing import (copy_bandwidth_gbs, event_median_ms, graph_ms, host_syncs, kernel_breakdown,  # noqa: E402
-                    stage_split, table)
+from timing import (autograd_step, copy_bandwidth_gbs, event_median_ms, graph_ms, host_syncs,  # noqa: E402
+                    kernel_breakdown, stage_split, table)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GSPLAT_FWD_BWD_MS = {"garden 648x420 x3": (1.23, 3.08), "garden 1944x1260 x3": (2.32, 7.52),
@@ -85,15 +85,10 @@ def make_step(sc, backward, capacity=None):
            torch.randn(C, H, W, 1, device="cuda", dtype=sc["means"].dtype)]
     kw = {} if capacity is None else dict(capacity=capacity)
 
-    def step():
-        out = nurec_ops.rasterize_camera(leaves["means"], leaves["quats"], leaves["scales"], leaves["opacities"],
-                                         leaves["features"], sc["viewmats"], sc["Ks"], W, H, **kw)
-        if backward:
-            torch.autograd.backward(out, cot)
-            for v in leaves.values():
-                v.grad = None
-        return out
-    return step
+    def render():
+        return nurec_ops.rasterize_camera(leaves["means"], leaves["quats"], leaves["scales"], leaves["opacities"],
+                                          leaves["features"], sc["viewmats"], sc["Ks"], W, H, **kw)
+    return autograd_step(render, leaves, cot, backward)
 
 
 def main():

@@ -37,8 +37,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nurec_ops  # noqa: E402
 from nurec_ops.lidar_model import load_lidar_model, reduce_lidar_model  # noqa: E402
 from nurec_ops.rasterize_lidar import _POLICY, default_eps2d  # noqa: E402
-from timing import (copy_bandwidth_gbs, event_median_ms, graph_ms, host_syncs, kernel_breakdown,  # noqa: E402
-                    stage_split, table)
+from timing import (autograd_step, copy_bandwidth_gbs, event_median_ms, graph_ms, host_syncs,  # noqa: E402
+                    kernel_breakdown, stage_split, table)
 
 GSPLAT_MS = (3.60, 5.71)  # forward, forward+backward (gsplat 1.6 lidar path, H200)
 TARGET_FB_MS = 2.85
@@ -75,15 +75,10 @@ def make_step(sc, backward, capacity=None):
            torch.randn(C, R, W, 1, device="cuda", dtype=dt)]
     kw = {} if capacity is None else dict(capacity=capacity)
 
-    def step():
-        out = nurec_ops.rasterize_lidar(leaves["means"], leaves["quats"], leaves["scales"], leaves["opacities"],
-                                        leaves["features"], sc["viewmats"], *sc["model"], **kw)
-        if backward:
-            torch.autograd.backward(out, cot)
-            for v in leaves.values():
-                v.grad = None
-        return out
-    return step
+    def render():
+        return nurec_ops.rasterize_lidar(leaves["means"], leaves["quats"], leaves["scales"], leaves["opacities"],
+                                         leaves["features"], sc["viewmats"], *sc["model"], **kw)
+    return autograd_step(render, leaves, cot, backward)
 
 
 def main():

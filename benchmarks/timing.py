@@ -59,24 +59,26 @@ def _is_device_activity(e):
     return name is not None and "CUDA" in str(name) and e.device_time > 0
 
 
+def _device_events(fn, calls, warmup, activities=(ProfilerActivity.CUDA,)):
+    """(start, end, name) in us of every kernel, memset and copy of `calls`
+    calls of fn after `warmup` (torch.profiler, one call at a time), by start."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=list(activities)) as prof:
+        for _ in range(calls):
+            fn()
+            torch.cuda.synchronize()
+    return sorted((e.time_range.start, e.time_range.end, e.name) for e in prof.events() if _is_device_activity(e))
+
+
 def kernel_profile(fn, calls=20, warmup=5):
     """Per call, from torch.profiler, one call at a time: (median span in us
     from the first kernel's start to the last one's end, median sum of the
     kernel and memset durations in us, kernel launches, memsets, kernel
     names). The span counts overlapping kernels once and includes the gaps
     between kernels (host-bound code); the sum counts only device work."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-            torch.cuda.synchronize()
-    kernels = []
-    for e in prof.events():
-        if _is_device_activity(e):
-            kernels.append((e.time_range.start, e.time_range.end, e.name))
-    kernels.sort()
+    kernels = _device_events(fn, calls, warmup, (ProfilerActivity.CPU, ProfilerActivity.CUDA))
     per_call = len(kernels) // calls
     spans, sums = [], []
     for c in range(calls):
@@ -91,17 +93,9 @@ def kernel_profile(fn, calls=20, warmup=5):
 def _durations_by_name(fn, calls, warmup):
     """Durations in us of every kernel / memset / copy of `calls` calls of fn,
     by name (torch.profiler, one call at a time)."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-            torch.cuda.synchronize()
     per_name = {}
-    for e in prof.events():
-        if _is_device_activity(e):
-            per_name.setdefault(e.name, []).append(e.time_range.end - e.time_range.start)
+    for start, end, name in _device_events(fn, calls, warmup):
+        per_name.setdefault(name, []).append(end - start)
     return per_name
 
 
@@ -150,6 +144,19 @@ def host_profile(fn, calls=20, warmup=5, top=15):
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=top)
 
 
+def autograd_step(render, leaves, cotangents, backward):
+    """A benchmark step: render() (outputs from the dict `leaves`), then if
+    `backward` its backward with fixed cotangents, the leaves' grads dropped."""
+    def step():
+        out = render()
+        if backward:
+            torch.autograd.backward(out, cotangents)
+            for v in leaves.values():
+                v.grad = None
+        return out
+    return step
+
+
 def table(rows, headers):
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
     line = " | ".join(str(h).ljust(w) for h, w in zip(headers, widths))
@@ -163,13 +170,7 @@ def stage_split(fn, stages, calls=10):
     """Median device time per call of each named stage (ms): `stages` is a
     list of (stage, kernel-name substrings); unmatched kernels are 'other'.
     Also returns kernel launches and memsets per call."""
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-            torch.cuda.synchronize()
-    ev = sorted(((e.time_range.start, e.time_range.end, e.name) for e in prof.events() if _is_device_activity(e)))
+    ev = _device_events(fn, calls, warmup=1)
     per = len(ev) // calls
     split = {name: [] for name, _ in stages}
     split["other"] = []

@@ -54,13 +54,14 @@ def _window(tr, steps, skip=0):
     return start, max([end] + launched), len(marks)
 
 
-def _ranges(tr, start, end):
-    """(start, end, colour) of the step's coloured NVTX ranges, innermost last."""
+def _ranges(tr):
+    """(start, end, colour) of the trace's coloured NVTX ranges, innermost
+    last (all of them: kernels running in a window may come from before it)."""
     out = []
     for events in tr.cpu_by_tid.values():
         for e in events:
             c = _colour(e.name) if e.cat == "user_annotation" else None
-            if c is not None and e.end >= start and e.ts <= end:
+            if c is not None:
                 out.append((e.ts, e.end, c))
     return sorted(out, key=lambda r: -(r[1] - r[0]))  # outer ranges first, inner ones drawn over them
 
@@ -79,7 +80,7 @@ def _launch_colour(ranges, ts, kernel_name):
 
 def panel(label, tr, steps, scale_us, skip=0):
     start, end, n = _window(tr, steps, skip)
-    ranges = _ranges(tr, float("-inf"), float("inf"))  # kernels running in the window may come from before it
+    ranges = _ranges(tr)
     gpu = [g for g in tr.gpu if g.end >= start and g.ts <= end]
     busy = covered(merge_intervals([(g.ts, g.end) for g in gpu]), start, end) / max(end - start, 1e-9)
     # syncs inside the steps' CPU ranges: not the diagnosis's own (stopping
