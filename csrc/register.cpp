@@ -319,6 +319,147 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> collect_backward(
 // the CPU / CUDA launchers of csrc/rasterize_camera and csrc/tiles.
 
 
+// ----------------------------------------------- what the rasterizers share
+// The camera and lidar rasterizers bin the same way (csrc/tiles) and keep the
+// same intermediates for their backward; their params structs use the same
+// field names for them, so these helpers serve both.
+
+void splat_check_status(const char* op, int status) {
+    NUREC_CHECK(status != NUREC_ERR_TILES_ALLOC, "nurec_ops.", op,
+                ": out of host memory for the CPU tile binning");
+    check_status(op, status);
+}
+
+// The intermediates of a forward that its backward takes back: per item its
+// tile record, count and offset; the intersection list; per tile its range;
+// per cell its final transmittance and last entry; the binning status.
+struct SplatBuffers {
+    Tensor records, counts, offsets, isect, tile_ranges, final_T, last, status;
+};
+
+// Allocates them (sizes from shapes only; the list: splat_forward) and binds
+// them to p.
+template <class Params>
+SplatBuffers splat_buffers(const Tensor& like, Params& p, int64_t images, int64_t rows, int64_t cols) {
+    const int64_t C = images, N = p.num_gaussians;
+    const int32_t i32 = aoti_torch_dtype_int32(), i64 = aoti_torch_dtype_int64();
+    SplatBuffers b;
+    b.records = empty_like_shape(like, {C, N, NUREC_TREC_SIZE});
+    b.counts = empty_dense(like, {C, N}, i64);
+    b.offsets = empty_dense(like, {C, N}, i64);
+    b.tile_ranges = empty_dense(like, {C, p.tiles_y, p.tiles_x, 2}, i64);
+    b.final_T = empty_like_shape(like, {C, rows, cols});
+    b.last = empty_dense(like, {C, rows, cols}, i32);
+    b.status = empty_dense(like, {2}, i64);
+    p.records = b.records.data_ptr();
+    p.counts = (int64_t*)b.counts.data_ptr();
+    p.offsets = (int64_t*)b.offsets.data_ptr();
+    p.tile_ranges = (int64_t*)b.tile_ranges.data_ptr();
+    p.final_T = b.final_T.data_ptr();
+    p.last = (int32_t*)b.last.data_ptr();
+    p.status = (int64_t*)b.status.data_ptr();
+    return b;
+}
+
+#ifdef NUREC_WITH_CUDA
+#define NUREC_CUDA_ONLY(f) (f)
+#else
+#define NUREC_CUDA_ONLY(f) nullptr /* not compiled, and never called without CUDA */
+#endif
+
+// A forward's launchers: CPU projection (gives the exact number of
+// intersections), CPU forward, CUDA workspace size, CUDA forward.
+template <class Params>
+struct SplatForward {
+    int (*project_cpu)(const Params*, int64_t*);
+    int (*forward_cpu)(const Params*);
+    size_t (*workspace_bytes)(const Params*);
+    int (*forward_cuda)(const Params*, void*);
+};
+
+template <class Params>
+int splat_no_cpu(const Params*) { return NUREC_ERR_CUDA; }
+
+// Binning and rendering into the buffers bound to p. On the CPU the
+// intersection list is sized exactly (a host-side scan); on CUDA by the
+// caller's `capacity`, never by device data (an overflow is flagged in
+// status, on the device). Returns the list.
+template <class Params>
+Tensor splat_forward(const char* op, const Tensor& like, Params& p, int64_t capacity,
+                     const SplatForward<Params>& f) {
+    const int32_t i32 = aoti_torch_dtype_int32();
+    Tensor isect;
+    if (like.is_cpu()) {
+        int64_t total = 0;
+        splat_check_status(op, f.project_cpu(&p, &total));
+        isect = empty_dense(like, {total}, i32);
+        p.capacity = total;
+        p.isect_items = (int32_t*)isect.data_ptr();
+        splat_check_status(op, f.forward_cpu(&p));
+        return isect;
+    }
+#ifdef NUREC_WITH_CUDA
+    NUREC_CHECK(capacity >= 0, "nurec_ops.", op, ": `capacity` must be >= 0, got ", capacity);
+    isect = empty_dense(like, {capacity}, i32);
+    p.capacity = capacity;
+    p.isect_items = (int32_t*)isect.data_ptr();
+    size_t ws = f.workspace_bytes(&p);
+    NUREC_CHECK(ws > 0, "nurec_ops.", op, ": could not size the binning workspace");
+    Tensor workspace = empty_dense(like, {(int64_t)ws}, aoti_torch_dtype_uint8());
+    p.workspace = workspace.data_ptr();
+    p.workspace_bytes = ws;
+    splat_check_status(op, launch(op, like, p, &splat_no_cpu<Params>, f.forward_cuda));
+#else
+    (void)capacity;
+    NUREC_CHECK(false, "nurec_ops.", op, ": this build of nurec_ops has no CUDA kernels");
+#endif
+    return isect;
+}
+
+// The backward's inputs from its forward: checked (shapes from the other
+// inputs; cells are rows x cols, described by `cells`, e.g. "[C, H, W]"),
+// made dense and bound to p. What it returns must outlive the launch.
+template <class Params>
+SplatBuffers splat_saved(const char* op, const Tensor& means, Params& p, int64_t images, int64_t rows,
+                         int64_t cols, const char* cells, const Tensor& records, const Tensor& counts,
+                         const Tensor& isect_items, const Tensor& tile_ranges, const Tensor& final_T,
+                         const Tensor& last, const Tensor& status) {
+    const int64_t C = images, N = p.num_gaussians;
+    check_shape(op, "records", records, {C, N, NUREC_TREC_SIZE}, "[C, N, 8]");
+    check_real(op, "records", records, means, "means");
+    check_shape(op, "counts", counts, {C, N}, "[C, N]");
+    check_dtype(op, "counts", counts, ScalarType::Long);
+    check_shape(op, "isect_items", isect_items, {-1}, "[M]");
+    check_dtype(op, "isect_items", isect_items, ScalarType::Int);
+    check_shape(op, "tile_ranges", tile_ranges, {C, p.tiles_y, p.tiles_x, 2}, "[C, tiles_y, tiles_x, 2]");
+    check_dtype(op, "tile_ranges", tile_ranges, ScalarType::Long);
+    check_shape(op, "final_T", final_T, {C, rows, cols}, cells);
+    check_real(op, "final_T", final_T, means, "means");
+    check_shape(op, "last", last, {C, rows, cols}, cells);
+    check_dtype(op, "last", last, ScalarType::Int);
+    check_shape(op, "status", status, {2}, "[2]");
+    check_dtype(op, "status", status, ScalarType::Long);
+    for (const Tensor* t : {&records, &counts, &isect_items, &tile_ranges, &final_T, &last, &status})
+        check_device(op, "saved tensors and gradients", *t, means, "means");
+    SplatBuffers b;
+    b.records = dense(records);
+    b.counts = dense(counts);
+    b.isect = dense(isect_items);
+    b.tile_ranges = dense(tile_ranges);
+    b.final_T = dense(final_T);
+    b.last = dense(last);
+    b.status = dense(status);
+    p.records = b.records.data_ptr();
+    p.counts = (int64_t*)b.counts.data_ptr();
+    p.isect_items = (int32_t*)b.isect.data_ptr();
+    p.capacity = b.isect.size(0);
+    p.tile_ranges = (int64_t*)b.tile_ranges.data_ptr();
+    p.final_T = b.final_T.data_ptr();
+    p.last = (int32_t*)b.last.data_ptr();
+    p.status = (int64_t*)b.status.data_ptr();
+    return b;
+}
+
 struct RcInputs {
     nurec_rasterize_camera_params p;
     Tensor means, quats, scales, opacities, features, viewmats, Ks;
@@ -425,11 +566,6 @@ RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     return in;
 }
 
-void rc_check_status(const char* op, int status) {
-    NUREC_CHECK(status != NUREC_ERR_TILES_ALLOC, "nurec_ops.", op,
-                    ": out of host memory for the CPU tile binning");
-    check_status(op, status);
-}
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>
 rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
@@ -442,64 +578,22 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
     nurec_rasterize_camera_params& p = in.p;
     const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
-    const int64_t P = C * N, ntile = C * p.tiles_x * (int64_t)p.tiles_y;
-    const int32_t i32 = aoti_torch_dtype_int32(), i64 = aoti_torch_dtype_int64();
-    const int32_t u8 = aoti_torch_dtype_uint8();
     Tensor render = empty_like_shape(in.means, {C, H, W, D});
     Tensor depth = empty_like_shape(in.means, {C, H, W, 1});
     Tensor alpha = empty_like_shape(in.means, {C, H, W, 1});
-    Tensor records = empty_like_shape(in.means, {C, N, NUREC_TREC_SIZE});
-    Tensor counts = empty_dense(in.means, {C, N}, i64);
-    Tensor offsets = empty_dense(in.means, {C, N}, i64);
-    Tensor colors = empty_like_shape(in.means, {sh_degree >= 0 ? P * 3 : 0});
-    Tensor tile_ranges = empty_dense(in.means, {C, p.tiles_y, p.tiles_x, 2}, i64);
-    Tensor final_T = empty_like_shape(in.means, {C, H, W});
-    Tensor last = empty_dense(in.means, {C, H, W}, i32);
-    Tensor status = empty_dense(in.means, {2}, i64);
-    p.records = records.data_ptr();
-    p.counts = (int64_t*)counts.data_ptr();
-    p.offsets = (int64_t*)offsets.data_ptr();
+    Tensor colors = empty_like_shape(in.means, {sh_degree >= 0 ? C * N * 3 : 0});
+    SplatBuffers b = splat_buffers(in.means, p, C, H, W);
     p.colors = colors.data_ptr();
-    p.tile_ranges = (int64_t*)tile_ranges.data_ptr();
-    p.status = (int64_t*)status.data_ptr();
-    p.final_T = final_T.data_ptr();
-    p.last = (int32_t*)last.data_ptr();
     p.render = render.data_ptr();
     p.depth = depth.data_ptr();
     p.alpha = alpha.data_ptr();
-    (void)ntile;
-    Tensor isect;
-    if (in.means.is_cpu()) {
-        int64_t total = 0;
-        rc_check_status(op, nurec_rasterize_camera_project_cpu(&p, &total));
-        isect = empty_dense(in.means, {total}, i32);
-        p.capacity = total;
-        p.isect_items = (int32_t*)isect.data_ptr();
-        rc_check_status(op, nurec_rasterize_camera_forward_cpu(&p));
-        return {render, depth, alpha, records, counts, colors, isect, tile_ranges, final_T, last,
-                status};
-    }
-#ifdef NUREC_WITH_CUDA
-    NUREC_CHECK(capacity >= 0, "nurec_ops.", op, ": `capacity` must be >= 0, got ", capacity);
-    isect = empty_dense(in.means, {capacity}, i32);
-    p.capacity = capacity;
-    p.isect_items = (int32_t*)isect.data_ptr();
-    size_t ws = nurec_rasterize_camera_workspace_bytes(&p);
-    NUREC_CHECK(ws > 0, "nurec_ops.", op, ": could not size the binning workspace");
-    Tensor workspace = empty_dense(in.means, {(int64_t)ws}, u8);
-    p.workspace = workspace.data_ptr();
-    p.workspace_bytes = ws;
-    auto cuda = [](const nurec_rasterize_camera_params* q, void* s) {
-        return nurec_rasterize_camera_forward_cuda(q, s);
-    };
-    auto cpu = [](const nurec_rasterize_camera_params*) { return (int)NUREC_ERR_CUDA; };
-    rc_check_status(op, launch(op, in.means, p, +cpu, +cuda));
-#else
-    (void)capacity;
-    (void)u8;
-    NUREC_CHECK(false, "nurec_ops.", op, ": this build of nurec_ops has no CUDA kernels");
-#endif
-    return {render, depth, alpha, records, counts, colors, isect, tile_ranges, final_T, last, status};
+    static const SplatForward<nurec_rasterize_camera_params> launchers = {
+        nurec_rasterize_camera_project_cpu, nurec_rasterize_camera_forward_cpu,
+        NUREC_CUDA_ONLY(nurec_rasterize_camera_workspace_bytes),
+        NUREC_CUDA_ONLY(nurec_rasterize_camera_forward_cuda)};
+    b.isect = splat_forward(op, in.means, p, capacity, launchers);
+    return {render, depth, alpha, b.records, b.counts, colors, b.isect, b.tile_ranges, b.final_T, b.last,
+            b.status};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
@@ -520,42 +614,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     check_real(op, "grad_render", grad_render, means, "means");
     check_real(op, "grad_depth", grad_depth, means, "means");
     check_real(op, "grad_alpha", grad_alpha, means, "means");
-    check_shape(op, "records", records, {C, N, NUREC_TREC_SIZE}, "[C, N, 8]");
-    check_shape(op, "counts", counts, {C, N}, "[C, N]");
-    check_dtype(op, "counts", counts, ScalarType::Long);
     check_shape(op, "colors", colors, {sh_degree >= 0 ? P * 3 : 0}, "[C * N * 3] (SH) or [0]");
-    check_shape(op, "isect_items", isect_items, {-1}, "[M]");
-    check_dtype(op, "isect_items", isect_items, ScalarType::Int);
-    check_shape(op, "tile_ranges", tile_ranges, {C, p.tiles_y, p.tiles_x, 2}, "[C, tiles_y, tiles_x, 2]");
-    check_dtype(op, "tile_ranges", tile_ranges, ScalarType::Long);
-    check_shape(op, "final_T", final_T, {C, H, W}, "[C, H, W]");
-    check_shape(op, "last", last, {C, H, W}, "[C, H, W]");
-    check_dtype(op, "last", last, ScalarType::Int);
-    check_shape(op, "status", status, {2}, "[2]");
-    check_dtype(op, "status", status, ScalarType::Long);
-    for (const Tensor* t : {&grad_render, &grad_depth, &grad_alpha, &records, &counts, &colors,
-                            &isect_items, &tile_ranges, &final_T, &last, &status})
+    for (const Tensor* t : {&grad_render, &grad_depth, &grad_alpha, &colors})
         check_device(op, "saved tensors and gradients", *t, means, "means");
+    SplatBuffers b = splat_saved(op, means, p, C, H, W, "[C, H, W]", records, counts, isect_items,
+                                 tile_ranges, final_T, last, status);
     grad_render = dense(grad_render);
     grad_depth = dense(grad_depth);
     grad_alpha = dense(grad_alpha);
-    records = dense(records);
-    counts = dense(counts);
     colors = dense(colors);
-    isect_items = dense(isect_items);
-    tile_ranges = dense(tile_ranges);
-    final_T = dense(final_T);
-    last = dense(last);
-    status = dense(status);
-    p.records = records.data_ptr();
-    p.counts = (int64_t*)counts.data_ptr();
     p.colors = colors.data_ptr();
-    p.isect_items = (int32_t*)isect_items.data_ptr();
-    p.capacity = isect_items.size(0);
-    p.tile_ranges = (int64_t*)tile_ranges.data_ptr();
-    p.final_T = final_T.data_ptr();
-    p.last = (int32_t*)last.data_ptr();
-    p.status = (int64_t*)status.data_ptr();
     p.grad_render = grad_render.data_ptr();
     p.grad_depth = grad_depth.data_ptr();
     p.grad_alpha = grad_alpha.data_ptr();
@@ -575,7 +643,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     p.grad_opacities = g_opac.data_ptr();
     p.grad_features = g_feat.data_ptr();
     if (in.means.is_cpu()) {
-        rc_check_status(op, nurec_rasterize_camera_backward_cpu(&p));
+        splat_check_status(op, nurec_rasterize_camera_backward_cpu(&p));
         return {g_means, g_quats, g_scales, g_opac, g_feat};
     }
 #ifdef NUREC_WITH_CUDA
@@ -583,7 +651,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
         return nurec_rasterize_camera_backward_cuda(q, s);
     };
     auto cpu = [](const nurec_rasterize_camera_params*) { return (int)NUREC_ERR_CUDA; };
-    rc_check_status(op, launch(op, in.means, p, +cpu, +cuda));
+    splat_check_status(op, launch(op, in.means, p, +cpu, +cuda));
 #else
     NUREC_CHECK(false, "nurec_ops.", op, ": this build of nurec_ops has no CUDA kernels");
 #endif
@@ -594,8 +662,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
 // =========================================================== rasterize_lidar
 // (issue 4) Lidar Gaussian rasterizer: validation, allocation of outputs and
 // intermediates (sizes from shapes and the host-chosen `capacity` only), and
-// the CPU / CUDA launchers of csrc/rasterize_lidar and csrc/tiles. Reuses
-// rc_check_status of the camera section.
+// the CPU / CUDA launchers of csrc/rasterize_lidar and csrc/tiles (the
+// binning and the intermediates through the splat helpers above the camera).
 
 struct RlInputs {
     nurec_rasterize_lidar_params p;
@@ -698,62 +766,22 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
                             column_azimuths, row_azimuth_offsets, near_plane, far_plane, eps2d);
     nurec_rasterize_lidar_params& p = in.p;
     const int64_t C = p.num_sweeps, N = p.num_gaussians, D = p.channels, R = p.rows, W = p.cols;
-    const int32_t i32 = aoti_torch_dtype_int32(), i64 = aoti_torch_dtype_int64();
-    const int32_t u8 = aoti_torch_dtype_uint8();
     Tensor out = empty_like_shape(in.means, {C, R, W, D});
     Tensor range = empty_like_shape(in.means, {C, R, W, 1});
     Tensor alpha = empty_like_shape(in.means, {C, R, W, 1});
-    Tensor records = empty_like_shape(in.means, {C, N, NUREC_TREC_SIZE});
-    Tensor counts = empty_dense(in.means, {C, N}, i64);
-    Tensor offsets = empty_dense(in.means, {C, N}, i64);
-    Tensor boxes = empty_dense(in.means, {C, N, NUREC_BOX_SIZE}, i32);
-    Tensor tile_ranges = empty_dense(in.means, {C, p.tiles_y, p.tiles_x, 2}, i64);
-    Tensor final_T = empty_like_shape(in.means, {C, R, W});
-    Tensor last = empty_dense(in.means, {C, R, W}, i32);
-    Tensor status = empty_dense(in.means, {2}, i64);
-    p.records = records.data_ptr();
-    p.counts = (int64_t*)counts.data_ptr();
-    p.offsets = (int64_t*)offsets.data_ptr();
+    Tensor boxes = empty_dense(in.means, {C, N, NUREC_BOX_SIZE}, aoti_torch_dtype_int32());
+    SplatBuffers b = splat_buffers(in.means, p, C, R, W);
     p.boxes = (int32_t*)boxes.data_ptr();
-    p.tile_ranges = (int64_t*)tile_ranges.data_ptr();
-    p.status = (int64_t*)status.data_ptr();
-    p.final_T = final_T.data_ptr();
-    p.last = (int32_t*)last.data_ptr();
     p.out_features = out.data_ptr();
     p.range = range.data_ptr();
     p.alpha = alpha.data_ptr();
-    Tensor isect;
-    if (in.means.is_cpu()) {
-        int64_t total = 0;
-        rc_check_status(op, nurec_rasterize_lidar_project_cpu(&p, &total));
-        isect = empty_dense(in.means, {total}, i32);
-        p.capacity = total;
-        p.isect_items = (int32_t*)isect.data_ptr();
-        rc_check_status(op, nurec_rasterize_lidar_forward_cpu(&p));
-        return {out, range, alpha, records, counts, isect, tile_ranges, final_T, last, status};
-    }
-#ifdef NUREC_WITH_CUDA
-    NUREC_CHECK(capacity >= 0, "nurec_ops.", op, ": `capacity` must be >= 0, got ", capacity);
-    rl_check_grid(op, p);
-    isect = empty_dense(in.means, {capacity}, i32);
-    p.capacity = capacity;
-    p.isect_items = (int32_t*)isect.data_ptr();
-    size_t ws = nurec_rasterize_lidar_workspace_bytes(&p);
-    NUREC_CHECK(ws > 0, "nurec_ops.", op, ": could not size the binning workspace");
-    Tensor workspace = empty_dense(in.means, {(int64_t)ws}, u8);
-    p.workspace = workspace.data_ptr();
-    p.workspace_bytes = ws;
-    auto cuda = [](const nurec_rasterize_lidar_params* q, void* s) {
-        return nurec_rasterize_lidar_forward_cuda(q, s);
-    };
-    auto cpu = [](const nurec_rasterize_lidar_params*) { return (int)NUREC_ERR_CUDA; };
-    rc_check_status(op, launch(op, in.means, p, +cpu, +cuda));
-#else
-    (void)capacity;
-    (void)u8;
-    NUREC_CHECK(false, "nurec_ops.", op, ": this build of nurec_ops has no CUDA kernels");
-#endif
-    return {out, range, alpha, records, counts, isect, tile_ranges, final_T, last, status};
+    if (!in.means.is_cpu()) rl_check_grid(op, p);
+    static const SplatForward<nurec_rasterize_lidar_params> launchers = {
+        nurec_rasterize_lidar_project_cpu, nurec_rasterize_lidar_forward_cpu,
+        NUREC_CUDA_ONLY(nurec_rasterize_lidar_workspace_bytes),
+        NUREC_CUDA_ONLY(nurec_rasterize_lidar_forward_cuda)};
+    b.isect = splat_forward(op, in.means, p, capacity, launchers);
+    return {out, range, alpha, b.records, b.counts, b.isect, b.tile_ranges, b.final_T, b.last, b.status};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
@@ -773,41 +801,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     check_real(op, "grad_features", grad_features, means, "means");
     check_real(op, "grad_range", grad_range, means, "means");
     check_real(op, "grad_alpha", grad_alpha, means, "means");
-    check_shape(op, "records", records, {C, N, NUREC_TREC_SIZE}, "[C, N, 8]");
-    check_real(op, "records", records, means, "means");
-    check_shape(op, "counts", counts, {C, N}, "[C, N]");
-    check_dtype(op, "counts", counts, ScalarType::Long);
-    check_shape(op, "isect_items", isect_items, {-1}, "[M]");
-    check_dtype(op, "isect_items", isect_items, ScalarType::Int);
-    check_shape(op, "tile_ranges", tile_ranges, {C, p.tiles_y, p.tiles_x, 2}, "[C, tiles_y, tiles_x, 2]");
-    check_dtype(op, "tile_ranges", tile_ranges, ScalarType::Long);
-    check_shape(op, "final_T", final_T, {C, R, W}, "[C, R, W]");
-    check_real(op, "final_T", final_T, means, "means");
-    check_shape(op, "last", last, {C, R, W}, "[C, R, W]");
-    check_dtype(op, "last", last, ScalarType::Int);
-    check_shape(op, "status", status, {2}, "[2]");
-    check_dtype(op, "status", status, ScalarType::Long);
-    for (const Tensor* t : {&grad_features, &grad_range, &grad_alpha, &records, &counts,
-                            &isect_items, &tile_ranges, &final_T, &last, &status})
+    for (const Tensor* t : {&grad_features, &grad_range, &grad_alpha})
         check_device(op, "saved tensors and gradients", *t, means, "means");
+    SplatBuffers b = splat_saved(op, means, p, C, R, W, "[C, R, W]", records, counts, isect_items,
+                                 tile_ranges, final_T, last, status);
     grad_features = dense(grad_features);
     grad_range = dense(grad_range);
     grad_alpha = dense(grad_alpha);
-    records = dense(records);
-    counts = dense(counts);
-    isect_items = dense(isect_items);
-    tile_ranges = dense(tile_ranges);
-    final_T = dense(final_T);
-    last = dense(last);
-    status = dense(status);
-    p.records = records.data_ptr();
-    p.counts = (int64_t*)counts.data_ptr();
-    p.isect_items = (int32_t*)isect_items.data_ptr();
-    p.capacity = isect_items.size(0);
-    p.tile_ranges = (int64_t*)tile_ranges.data_ptr();
-    p.final_T = final_T.data_ptr();
-    p.last = (int32_t*)last.data_ptr();
-    p.status = (int64_t*)status.data_ptr();
     p.grad_out_features = grad_features.data_ptr();
     p.grad_range = grad_range.data_ptr();
     p.grad_alpha = grad_alpha.data_ptr();
@@ -824,7 +824,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     p.grad_opacities = g_opac.data_ptr();
     p.grad_features = g_feat.data_ptr();
     if (in.means.is_cpu()) {
-        rc_check_status(op, nurec_rasterize_lidar_backward_cpu(&p));
+        splat_check_status(op, nurec_rasterize_lidar_backward_cpu(&p));
         return {g_means, g_quats, g_scales, g_opac, g_feat};
     }
 #ifdef NUREC_WITH_CUDA
@@ -833,7 +833,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
         return nurec_rasterize_lidar_backward_cuda(q, s);
     };
     auto cpu = [](const nurec_rasterize_lidar_params*) { return (int)NUREC_ERR_CUDA; };
-    rc_check_status(op, launch(op, in.means, p, +cpu, +cuda));
+    splat_check_status(op, launch(op, in.means, p, +cpu, +cuda));
 #else
     NUREC_CHECK(false, "nurec_ops.", op, ": this build of nurec_ops has no CUDA kernels");
 #endif

@@ -32,6 +32,10 @@ extern "C" {
 #define RC_FWD_CARVEOUT 50
 #endif
 
+#if 7 + RC_CH > 16
+#error "splat_warp_add sums at most 16 values: 7 record values + RC_CH channels"
+#endif
+
 #define NUREC_GENERIC_FILE "rasterize_camera/rasterize_camera_cuda_generic.cuh"
 #include "math/generic.h"
 

@@ -1,5 +1,7 @@
 /* Generic over real_t (see math/generic.h). */
 
+#include "tiles/splat_warp_cuda_generic.cuh"
+
 __global__ void __launch_bounds__(RC_PROJ_THREADS)
 NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
     const int64_t N = p.num_gaussians;
@@ -100,11 +102,6 @@ NR(rc_forward_kernel)(nurec_rasterize_camera_params p, int passes) {
     }
 }
 
-NUREC_HD_DEV real_t NR(rc_warp_sum)(real_t v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
 /* Backward: one block per (tile, camera, pass), pixels sweep their lists
  * back to front in shared-memory batches; each Gaussian's gradient is summed
  * over the warp's pixels with shuffles before one lane adds it to global
@@ -190,17 +187,14 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             }
             const unsigned mask = __ballot_sync(0xffffffffu, contrib);
             if (mask == 0) continue;
-            bool writer = contrib;
+            const int64_t it = s_it[k];
+            real_t* g = grec + NUREC_SPLAT_GREC_SIZE * it;
+            real_t* gc = gcol + (sh ? 3 * it : D * (it % N)) + c0;
             if (__popc(mask) > RC_BWD_DIRECT_LANES) {
-                /* many pixels of the warp: one sum per value, one atomic each */
-                for (int q = 0; q < 7 + RC_CH; ++q) v[q] = NR(rc_warp_sum)(v[q]);
-                writer = lane == 0;
-            }
-            if (writer) {
-                const int64_t it = s_it[k];
-                real_t* g = grec + NUREC_SPLAT_GREC_SIZE * it;
+                /* many pixels of the warp: the warp's sums, one atomic per value */
+                NR(splat_warp_add)(v, 7 + RC_CH, lane, g, pass == 0 ? 7 : 6, gc, nch);
+            } else if (contrib) {
                 for (int q = 0; q < (pass == 0 ? 7 : 6); ++q) atomicAdd(g + q, v[q]);
-                real_t* gc = gcol + (sh ? 3 * it : D * (it % N)) + c0;
                 for (int q = 0; q < RC_CH; ++q)
                     if (q < nch) atomicAdd(gc + q, v[7 + q]);
             }

@@ -8,12 +8,13 @@
  * (status[1]) turns the outputs into NaN and the gradients into zeros.
  *
  * Register budget of the backward (ptxas, nvcc 13, sm_90): with RL_CH = 2
- * channels per pass (lidar features: intensity, ray-drop logit) and the
- * warp-level list walk, the float32 backward fits NuRec's 64 registers for
- * lidar (128 for its camera) without spills at 256 threads x
- * RL_BWD_MIN_BLOCKS_F32 = 4 blocks per SM (50% theoretical occupancy); 5
- * blocks (48 registers) spill 60 B. Forward: 45 registers. Timings of the
- * variants in benchmarks/RESULTS.md; see NUREC_OPS_PTXAS_VERBOSE=1. */
+ * channels per pass (lidar features: intensity, ray-drop logit), the
+ * warp-level list walk and its loads of the next chunk in flight, the
+ * float32 backward takes 80 registers without spills at 256 threads x
+ * RL_BWD_MIN_BLOCKS_F32 = 3 blocks per SM (37.5% theoretical occupancy); 4
+ * blocks (64 registers, NuRec's lidar budget) spill 32 B. Forward: 59
+ * registers. NOT YET TIMED on the H200 (this branch); see
+ * NUREC_OPS_PTXAS_VERBOSE=1. */
 #include <cuda_runtime.h>
 
 extern "C" {
@@ -30,9 +31,9 @@ extern "C" {
 #define RL_CH 2                            /* channels per pass */
 #endif
 #ifndef RL_BWD_MIN_BLOCKS_F32
-#define RL_BWD_MIN_BLOCKS_F32 4            /* 256 x 4: 64 registers (NuRec's lidar budget), no spills, 50% occupancy; 5 blocks spilled 60 B once the sweep went warp-level */
+#define RL_BWD_MIN_BLOCKS_F32 3            /* 256 x 3: <= 85 registers; the pipelined list walk needs more than 64 (4 blocks spilled 32 B) */
 #endif
-#define RL_BWD_MIN_BLOCKS_F64 2
+#define RL_BWD_MIN_BLOCKS_F64 1
 #ifndef RL_BWD_DIRECT_LANES
 #define RL_BWD_DIRECT_LANES 4              /* up to this many contributing lanes: direct atomics */
 #endif
@@ -43,6 +44,10 @@ extern "C" {
 #endif
 #ifndef RL_FWD_CARVEOUT
 #define RL_FWD_CARVEOUT 0
+#endif
+
+#if 7 + RL_CH > 16
+#error "splat_warp_add sums at most 16 values: 7 record values + RL_CH channels"
 #endif
 
 #define NUREC_GENERIC_FILE "rasterize_lidar/rasterize_lidar_cuda_generic.cuh"

@@ -1,5 +1,7 @@
 /* Generic over real_t (see math/generic.h). */
 
+#include "tiles/splat_warp_cuda_generic.cuh"
+
 __global__ void __launch_bounds__(RL_PROJ_THREADS)
 NR(rl_project_kernel)(nurec_rasterize_lidar_params p) {
     const int64_t N = p.num_gaussians;
@@ -85,20 +87,71 @@ NUREC_HD_DEV bool NR(rl_may_reach)(const NR(rl_window)* w, const real_t* r) {
 }
 
 /* One list entry per lane: the record (first 7 values) and the features of
- * the pass of item `it`, and whether it may reach the warp's window. */
+ * the pass of item `it`. */
 typedef struct NR(rl_entry) {
     real_t r[7], f[RL_CH];
     int64_t it;
 } NR(rl_entry);
 
-NUREC_HD_DEV bool NR(rl_load_entry)(const nurec_rasterize_lidar_params& p, int64_t e, int c0, int nch,
-                                    const NR(rl_window)* w, NR(rl_entry)* x) {
-    x->it = p.isect_items[e];
-    const real_t* r = (const real_t*)p.records + NUREC_TREC_SIZE * x->it;
-    real_t rec[NUREC_TREC_SIZE];
+/* A warp's walk over the entries [lo, hi) of its tile's list, 32 per chunk
+ * (one per lane), forward (step 1) or back to front (step -1). While the
+ * current chunk is processed, the next chunk's records and the item ids of
+ * the one after are already in flight: a warp walking a long list (36,887
+ * entries on the street's horizon) otherwise waited for two dependent
+ * global loads (id, then record) per chunk, and the longest lists made the
+ * kernels' tail. */
+typedef struct NR(rl_walk) {
+    int64_t e, lo, hi;  /* this lane's entry in the current chunk; bounds */
+    int step;
+    int32_t it, it_next, it_after; /* items of this, the next and the one after (-1: none) */
+    real_t rec[NUREC_TREC_SIZE], rec_next[NUREC_TREC_SIZE];
+} NR(rl_walk);
+
+NUREC_HD_DEV int32_t NR(rl_item_at)(const nurec_rasterize_lidar_params& p, const NR(rl_walk)* w, int64_t e) {
+    return e >= w->lo && e < w->hi ? p.isect_items[e] : -1;
+}
+
+NUREC_HD_DEV void NR(rl_record_of)(const nurec_rasterize_lidar_params& p, int32_t it, real_t* rec) {
+    if (it < 0) {
+        for (int q = 0; q < NUREC_TREC_SIZE; ++q) rec[q] = 0;
+        return;
+    }
+    const real_t* r = (const real_t*)p.records + NUREC_TREC_SIZE * (int64_t)it;
     for (int q = 0; q < NUREC_TREC_SIZE; ++q) rec[q] = r[q];
-    for (int q = 0; q < 7; ++q) x->r[q] = rec[q];
-    if (!NR(rl_may_reach)(w, rec)) return false;
+}
+
+NUREC_HD_DEV void NR(rl_walk_init)(const nurec_rasterize_lidar_params& p, NR(rl_walk)* w, int64_t first,
+                                   int64_t lo, int64_t hi, int step) {
+    w->e = first;
+    w->lo = lo;
+    w->hi = hi;
+    w->step = step;
+    w->it = NR(rl_item_at)(p, w, first);
+    w->it_next = NR(rl_item_at)(p, w, first + 32 * step);
+    NR(rl_record_of)(p, w->it, w->rec);
+}
+
+/* Issues the loads of the chunks after the current one (before processing it). */
+NUREC_HD_DEV void NR(rl_walk_prefetch)(const nurec_rasterize_lidar_params& p, NR(rl_walk)* w) {
+    NR(rl_record_of)(p, w->it_next, w->rec_next);
+    w->it_after = NR(rl_item_at)(p, w, w->e + 64 * w->step);
+}
+
+NUREC_HD_DEV void NR(rl_walk_advance)(NR(rl_walk)* w) {
+    w->e += 32 * w->step;
+    w->it = w->it_next;
+    w->it_next = w->it_after;
+    for (int q = 0; q < NUREC_TREC_SIZE; ++q) w->rec[q] = w->rec_next[q];
+}
+
+/* Whether this lane's entry of the current chunk may reach the warp's
+ * window; if so, fills x (its features loaded now: most entries are culled,
+ * so they are not prefetched). */
+NUREC_HD_DEV bool NR(rl_walk_entry)(const nurec_rasterize_lidar_params& p, const NR(rl_walk)* w, int c0,
+                                    int nch, const NR(rl_window)* win, NR(rl_entry)* x) {
+    if (w->it < 0 || !NR(rl_may_reach)(win, w->rec)) return false;
+    x->it = w->it;
+    for (int q = 0; q < 7; ++q) x->r[q] = w->rec[q];
     const real_t* f = (const real_t*)p.features + p.channels * (x->it % p.num_gaussians);
     for (int q = 0; q < RL_CH; ++q) x->f[q] = q < nch ? f[c0 + q] : (real_t)0;
     return true;
@@ -137,10 +190,13 @@ NR(rl_forward_kernel)(nurec_rasterize_lidar_params p, int passes) {
     real_t T = 1, rng = 0, acc[RL_CH];
     for (int k = 0; k < RL_CH; ++k) acc[k] = 0;
     int32_t last = 0;
-    for (int64_t b = start; b < end; b += 32) {
+    NR(rl_walk) walk;
+    NR(rl_walk_init)(p, &walk, start + lane, start, end, 1);
+    for (int64_t b = start; b < end; b += 32, NR(rl_walk_advance)(&walk)) {
         if (__all_sync(0xffffffffu, done)) break;
+        NR(rl_walk_prefetch)(p, &walk);
         NR(rl_entry) mine, x;
-        const bool reach = b + lane < end && NR(rl_load_entry)(p, b + lane, c0, nch, &win, &mine);
+        const bool reach = NR(rl_walk_entry)(p, &walk, c0, nch, &win, &mine);
         for (unsigned m = __ballot_sync(0xffffffffu, reach); m != 0; m &= m - 1) {
             const int src = __ffs(m) - 1;
             NR(rl_bcast)(&mine, src, &x); /* every lane takes part */
@@ -169,11 +225,6 @@ NR(rl_forward_kernel)(nurec_rasterize_lidar_params p, int passes) {
         ((real_t*)p.final_T)[ray] = overflow ? nan : T;
         p.last[ray] = overflow ? 0 : last;
     }
-}
-
-NUREC_HD_DEV real_t NR(rl_warp_sum)(real_t v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
 }
 
 /* Backward, the lidar's own kernel: one block per (tile, sweep, pass); each
@@ -221,10 +272,12 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
     for (int o = 16; o > 0; o >>= 1) warp_last = max(warp_last, __shfl_xor_sync(0xffffffffu, warp_last, o));
     real_t* grec = (real_t*)p.grad_records;
     real_t* gfeat = (real_t*)p.grad_features;
-    for (int64_t b_end = start + warp_last; b_end > start; b_end -= 32) {
+    NR(rl_walk) walk; /* lane order = back to front: entry b_end - 1 - lane */
+    NR(rl_walk_init)(p, &walk, start + warp_last - 1 - lane, start, start + warp_last, -1);
+    for (int64_t b_end = start + warp_last; b_end > start; b_end -= 32, NR(rl_walk_advance)(&walk)) {
+        NR(rl_walk_prefetch)(p, &walk);
         NR(rl_entry) mine, x;
-        const int64_t e = b_end - 1 - lane; /* lane order = back to front */
-        const bool reach = e >= start && NR(rl_load_entry)(p, e, c0, nch, &win, &mine);
+        const bool reach = NR(rl_walk_entry)(p, &walk, c0, nch, &win, &mine);
         for (unsigned m = __ballot_sync(0xffffffffu, reach); m != 0; m &= m - 1) {
             const int src = __ffs(m) - 1;
             NR(rl_bcast)(&mine, src, &x);
@@ -247,15 +300,12 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
             }
             const unsigned cm = __ballot_sync(0xffffffffu, contrib);
             if (cm == 0) continue;
-            bool writer = contrib;
+            real_t* g = grec + NUREC_SPLAT_GREC_SIZE * x.it;
+            real_t* gc = gfeat + D * (x.it % N) + c0;
             if (__popc(cm) > RL_BWD_DIRECT_LANES) {
-                for (int q = 0; q < 7 + RL_CH; ++q) v[q] = NR(rl_warp_sum)(v[q]);
-                writer = lane == 0;
-            }
-            if (writer) {
-                real_t* g = grec + NUREC_SPLAT_GREC_SIZE * x.it;
+                NR(splat_warp_add)(v, 7 + RL_CH, lane, g, pass == 0 ? 7 : 6, gc, nch);
+            } else if (contrib) {
                 for (int q = 0; q < (pass == 0 ? 7 : 6); ++q) atomicAdd(g + q, v[q]);
-                real_t* gc = gfeat + D * (x.it % N) + c0;
                 for (int q = 0; q < RL_CH; ++q)
                     if (q < nch) atomicAdd(gc + q, v[7 + q]);
             }

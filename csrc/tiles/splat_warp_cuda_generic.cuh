@@ -1,0 +1,56 @@
+/* Warp-level sums of a splat's gradient, shared by the camera and lidar
+ * backward kernels. Generic over real_t (see math/generic.h): included by
+ * their *_cuda_generic.cuh files, once per precision. */
+
+#ifndef NUREC_SPLAT_REDUCED_INDEX
+#define NUREC_SPLAT_REDUCED_INDEX
+/* Which of the 16 values lane l holds after NR(splat_warp_reduce16): bits
+ * 4..1 of l (each value lands in lanes l and l ^ 1). */
+static __device__ __forceinline__ int nurec_splat_reduced_index(int lane) {
+    return ((lane >> 4) & 1) * 8 + ((lane >> 3) & 1) * 4 + ((lane >> 2) & 1) * 2 + ((lane >> 1) & 1);
+}
+#endif
+
+/* Sums 16 values over the warp's 32 lanes with 16 shuffles instead of 5 per
+ * value: at each butterfly round a lane keeps one half of its values and
+ * sends the other half to its partner, which keeps the opposite half. On
+ * return the lane holds the warp's total of value
+ * nurec_splat_reduced_index(lane). a is overwritten. */
+/* One butterfly round over lane distance o: the first o values of a. */
+#define NUREC_SPLAT_ROUND(a, lane, o)                                          \
+    do {                                                                       \
+        const bool hi_ = ((lane) & (o)) != 0;                                  \
+        _Pragma("unroll") for (int k_ = 0; k_ < (o) / 2; ++k_) {               \
+            const real_t send_ = hi_ ? (a)[k_] : (a)[k_ + (o) / 2];            \
+            const real_t keep_ = hi_ ? (a)[k_ + (o) / 2] : (a)[k_];            \
+            (a)[k_] = keep_ + __shfl_xor_sync(0xffffffffu, send_, (o));        \
+        }                                                                      \
+    } while (0)
+
+NUREC_HD_DEV real_t NR(splat_warp_reduce16)(real_t a[16], int lane) {
+    /* rounds written out: a loop over o was not unrolled and put a in local memory */
+    NUREC_SPLAT_ROUND(a, lane, 16);
+    NUREC_SPLAT_ROUND(a, lane, 8);
+    NUREC_SPLAT_ROUND(a, lane, 4);
+    NUREC_SPLAT_ROUND(a, lane, 2);
+    return a[0] + __shfl_xor_sync(0xffffffffu, a[0], 1);
+}
+
+/* Adds the warp's sums of one Gaussian's gradient v[nv] (7 record values,
+ * then the features) to global memory: record values q < n_rec to
+ * g_rec[q], features q - 7 < n_feat to g_feat[q - 7]; one atomic per value,
+ * issued by 16 lanes at once. Every lane of the warp must call it. */
+NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int nv, int lane, real_t* g_rec, int n_rec,
+                                     real_t* g_feat, int n_feat) {
+    real_t a[16];
+#pragma unroll
+    for (int q = 0; q < 16; ++q) a[q] = q < nv ? v[q] : (real_t)0;
+    const real_t total = NR(splat_warp_reduce16)(a, lane);
+    const int q = nurec_splat_reduced_index(lane);
+    if ((lane & 1) != 0) return;
+    if (q < 7) {
+        if (q < n_rec) atomicAdd(g_rec + q, total);
+    } else if (q - 7 < n_feat) {
+        atomicAdd(g_feat + (q - 7), total);
+    }
+}
