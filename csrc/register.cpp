@@ -21,26 +21,51 @@ using namespace nurec;
 
 namespace {
 
-// Runs `cpu` or `cuda` (a launcher taking the current stream) on the
-// device of `ref`, with that device current.
-template <class P>
-int launch(const char* op, const Tensor& ref, const P& params,
-           int (*cpu)(const P*), int (*cuda)(const P*, void*)) {
-    if (ref.is_cpu()) return cpu(&params);
+// Calls run_cuda(stream) with the device of `ref` current and its current
+// CUDA stream; raises in a build without CUDA kernels.
+template <class F>
+int on_device(const char* op, const Tensor& ref, F&& run_cuda) {
 #ifdef NUREC_WITH_CUDA
     torch::stable::accelerator::DeviceGuard guard(ref.get_device_index());
     void* stream = nullptr;
     NUREC_CHECK(aoti_torch_get_current_cuda_stream(ref.get_device_index(), &stream) ==
                         AOTI_TORCH_SUCCESS,
                     "nurec_ops.", op, ": could not get the current CUDA stream");
-    return cuda(&params, stream);
+    return run_cuda(stream);
 #else
-    (void)cuda;
+    (void)ref;
+    (void)run_cuda;
     NUREC_CHECK(false, "nurec_ops.", op,
                     ": this build of nurec_ops has no CUDA kernels (built without nvcc, "
                     "or with NUREC_OPS_CUDA=0)");
     return NUREC_ERR_CUDA;
 #endif
+}
+
+// Runs `cpu` or `cuda` (a launcher taking the current stream) on the
+// device of `ref`, with that device current.
+template <class P>
+int launch(const char* op, const Tensor& ref, const P& params,
+           int (*cpu)(const P*), int (*cuda)(const P*, void*)) {
+    if (ref.is_cpu()) return cpu(&params);
+    return on_device(op, ref, [&](void* stream) { return cuda(&params, stream); });
+}
+
+// Two launchers back to back on one device guard and one stream query (the
+// fused collection: its host time per call is what back-to-back calls see).
+// Returns the first failure.
+template <class P1, class P2>
+int launch2(const char* op, const Tensor& ref, const P1& p1, int (*cpu1)(const P1*),
+            int (*cuda1)(const P1*, void*), const P2& p2, int (*cpu2)(const P2*),
+            int (*cuda2)(const P2*, void*)) {
+    if (ref.is_cpu()) {
+        int st = cpu1(&p1);
+        return st != NUREC_OK ? st : cpu2(&p2);
+    }
+    return on_device(op, ref, [&](void* stream) {
+        int st = cuda1(&p1, stream);
+        return st != NUREC_OK ? st : cuda2(&p2, stream);
+    });
 }
 
 // ---------------------------------------------------------------- track poses
@@ -290,12 +315,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> collect(
     c.cp.quats_w = quats_w.data_ptr();
     c.cp.scales = scales.data_ptr();
     c.cp.opacities = opacities.data_ptr();
-    check_status(op, launch(op, means, c.tp, nurec_track_poses_forward_cpu,
-                            nurec_track_poses_forward_cuda));
-    // launched right after the pose kernel: may overlap it (opt-in, NUREC_OPS_PDL=1:
-    // measured no faster on the H200 while the pose kernel's latency is exposed)
+    // the collection kernel is launched right after the pose kernel: may
+    // overlap it (opt-in, NUREC_OPS_PDL=1: measured no faster on the H200
+    // while the pose kernel's latency is exposed)
     c.cp.after_track_poses = c.tp.num_tracks > 0 && pdl_enabled();
-    check_status(op, launch(op, means, c.cp, nurec_collect_forward_cpu, nurec_collect_forward_cuda));
+    check_status(op, launch2(op, means, c.tp, nurec_track_poses_forward_cpu, nurec_track_poses_forward_cuda,
+                             c.cp, nurec_collect_forward_cpu, nurec_collect_forward_cuda));
     return {means_w, quats_w, scales, opacities, c.poses, c.inside};
 }
 

@@ -9,7 +9,6 @@ from .track_poses import check_inputs as _check_track_inputs
 
 _OP = "collect_gaussian_parameters"
 
-
 @ranged("nurec_ops.collect_gaussian_parameters")
 def collect_gaussian_parameters(means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside):
     """Moves actor Gaussians into the world and activates all Gaussians, in one kernel.
@@ -37,7 +36,6 @@ def collect_gaussian_parameters(means, quats, log_scales, opacity_logits, track_
     )
     return means_w, quats_w, scales, opacities
 
-
 @ranged("nurec_ops.collect")
 def collect(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode="slerp"):
     """:func:`interpolate_track_poses` then :func:`collect_gaussian_parameters`
@@ -49,24 +47,24 @@ def collect(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_
     the two ops; returns ``(means_w, quats_w, scales, opacities)`` (the op
     under torch.ops also returns the track poses and inside flags, which its
     backward reuses)."""
-    args = (means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode)
-    if _needs_autograd(means, quats, log_scales, opacity_logits, key_poses):
-        out = ops.collect(*args)
+    # Written for host time: on the GPU a forward is ~21 us of kernels, and
+    # every microsecond of Python here shows when calls run back to back.
+    if (torch.is_grad_enabled() and (means.requires_grad or quats.requires_grad or log_scales.requires_grad
+                                     or opacity_logits.requires_grad or key_poses.requires_grad)) \
+            or torch.compiler.is_compiling():
+        out = ops.collect(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges,
+                          query_times, mode)
     else:
         # Nothing to differentiate: skip the Python autograd layer (a third
-        # of the host time of a call, which is most of the call's time).
-        with torch._C._AutoDispatchBelowAutograd():
-            out = _collect_op(*args)
-    means_w, quats_w, scales, opacities, _track_poses, _track_inside = out
-    return means_w, quats_w, scales, opacities
+        # of the host time of a call, which is most of the call's time), and
+        # call the operator's C++ entry point itself (not its Python wrapper).
+        with _BelowAutograd():
+            out = _collect_entry(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times,
+                                 track_ranges, query_times, mode)
+    return out[0], out[1], out[2], out[3]
 
-
-_collect_op = ops.collect.default
-
-
-def _needs_autograd(*tensors):
-    return (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)) or torch.compiler.is_compiling()
-
+_collect_entry = ops.collect.default._op  # the dispatcher entry behind the OpOverload
+_BelowAutograd = torch._C._AutoDispatchBelowAutograd
 
 def _check(op, means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside):
     C.shape(op, "means", means, (-1, 3), "[N, 3]")
@@ -87,12 +85,10 @@ def _check(op, means, quats, log_scales, opacity_logits, track_ids, track_poses,
         C.device(op, name, t, means, "means")
     return N, track_poses.shape[0]
 
-
 @torch.library.register_fake("nurec_ops::collect_gaussian_parameters")
 def _fake(means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside):
     N, _ = _check(_OP, means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside)
     return means.new_empty((N, 3)), means.new_empty((N, 4)), means.new_empty((N, 3)), means.new_empty((N,))
-
 
 def _check_grads(op, N, means, grads):
     names = ("grad_means_w", "grad_quats_w", "grad_scales", "grad_opacities")
@@ -100,7 +96,6 @@ def _check_grads(op, N, means, grads):
         C.shape(op, name, g, want, desc)
         C.real(op, name, g, means, "means")
         C.device(op, name, g, means, "means")
-
 
 @torch.library.register_fake("nurec_ops::collect_gaussian_parameters_backward")
 def _fake_backward(grad_means_w, grad_quats_w, grad_scales, grad_opacities, means, quats, log_scales,
@@ -110,10 +105,8 @@ def _fake_backward(grad_means_w, grad_quats_w, grad_scales, grad_opacities, mean
     return (means.new_empty((N, 3)), means.new_empty((N, 4)), means.new_empty((N, 3)), means.new_empty((N,)),
             means.new_empty((T, 7)))
 
-
 def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(*inputs)
-
 
 def _backward(ctx, grad_means_w, grad_quats_w, grad_scales, grad_opacities):
     grads = ops.collect_gaussian_parameters_backward(
@@ -122,9 +115,7 @@ def _backward(ctx, grad_means_w, grad_quats_w, grad_scales, grad_opacities):
     g_means, g_quats, g_log_scales, g_logits, g_poses = grads
     return g_means, g_quats, g_log_scales, g_logits, None, g_poses, None
 
-
 torch.library.register_autograd("nurec_ops::collect_gaussian_parameters", _backward, setup_context=_setup_context)
-
 
 # ---- the fused op: collect at a query time
 
@@ -135,14 +126,12 @@ def _check_at_time(op, means, quats, log_scales, opacity_logits, track_ids, key_
     poses = key_poses.new_empty((T, 7))
     return _check(op, means, quats, log_scales, opacity_logits, track_ids, poses, poses.new_empty((T,), dtype=torch.bool))
 
-
 @torch.library.register_fake("nurec_ops::collect")
 def _fake_at_time(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode="slerp"):
     N, T = _check_at_time("collect", means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times,
                           track_ranges, query_times, mode)
     return (means.new_empty((N, 3)), means.new_empty((N, 4)), means.new_empty((N, 3)), means.new_empty((N,)),
             key_poses.new_empty((T, 7)), key_poses.new_empty((T,), dtype=torch.bool))
-
 
 @torch.library.register_fake("nurec_ops::collect_backward")
 def _fake_at_time_backward(grad_means_w, grad_quats_w, grad_scales, grad_opacities, means, quats, log_scales,
@@ -157,7 +146,6 @@ def _fake_at_time_backward(grad_means_w, grad_quats_w, grad_scales, grad_opaciti
     return (means.new_empty((N, 3)), means.new_empty((N, 4)), means.new_empty((N, 3)), means.new_empty((N,)),
             key_poses.new_empty(key_poses.shape))
 
-
 def _setup_context_at_time(ctx, inputs, output):
     means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges, query_times, mode = inputs
     track_poses, track_inside = output[4], output[5]
@@ -168,7 +156,6 @@ def _setup_context_at_time(ctx, inputs, output):
     # None rather than have autograd fill zeros (a kernel) for them.
     ctx.set_materialize_grads(False)
 
-
 def _backward_at_time(ctx, grad_means_w, grad_quats_w, grad_scales, grad_opacities, _grad_poses, _grad_inside):
     saved = ctx.saved_tensors
     grads = [g if g is not None else torch.zeros_like(like)  # an output the loss did not use
@@ -176,6 +163,5 @@ def _backward_at_time(ctx, grad_means_w, grad_quats_w, grad_scales, grad_opaciti
                                 (saved[0], saved[1], saved[2], saved[3]))]
     g_means, g_quats, g_log_scales, g_logits, g_keys = ops.collect_backward(*grads, *saved, ctx.mode)
     return g_means, g_quats, g_log_scales, g_logits, None, g_keys, None, None, None, None
-
 
 torch.library.register_autograd("nurec_ops::collect", _backward_at_time, setup_context=_setup_context_at_time)

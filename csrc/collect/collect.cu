@@ -11,9 +11,11 @@
 #include <stdint.h>
 
 #define NUREC_COLLECT_THREADS 128
-/* Gaussians a block of the staged float32 forward takes: 4 per thread,
-   24 KB of shared memory */
+/* Gaussians a block of the staged float32 forward takes (48 bytes of shared
+   memory each). NUREC_OPS_COLLECT_STAGED overrides it, for measuring: one
+   of 128, 256, 512, 1024 (read once). */
 #define NUREC_COLLECT_STAGED 512
+#include <stdlib.h>
 #define NUREC_GENERIC_FILE "collect/collect_cuda_generic.cuh"
 #include "math/generic.h"
 
@@ -42,15 +44,34 @@ static int can_stage(const nurec_collect_params* p) {
     return all_aligned16(ptrs, sizeof(ptrs) / sizeof(ptrs[0]));
 }
 
+static int staged_per_block(void) {
+    static int n = 0;
+    if (n == 0) {
+        const char* e = getenv("NUREC_OPS_COLLECT_STAGED");
+        int v = e ? atoi(e) : 0;
+        n = v == 128 || v == 256 || v == 512 || v == 1024 ? v : NUREC_COLLECT_STAGED;
+    }
+    return n;
+}
+
 extern "C" int nurec_collect_forward_cuda(const nurec_collect_params* p, void* stream) {
     if (p->num_gaussians == 0) return NUREC_OK;
     int staged = can_stage(p);
-    int64_t per_block = staged ? NUREC_COLLECT_STAGED : NUREC_COLLECT_THREADS;
+    int per_block = staged ? staged_per_block() : NUREC_COLLECT_THREADS;
     nurec_launch l;
     nurec_launch_init(&l, (unsigned)((p->num_gaussians + per_block - 1) / per_block),
                       NUREC_COLLECT_THREADS, (cudaStream_t)stream, p->after_track_poses);
     cudaError_t e;
-    if (staged) e = cudaLaunchKernelEx(&l.config, collect_forward_staged_kernel_f32, *p);
+    if (staged) {
+        l.config.dynamicSmemBytes = (size_t)per_block * 12 * sizeof(float);
+        static int smem_set = 0; /* above 48 KB needs an opt-in, once per process */
+        if (per_block * 12 * sizeof(float) > 48 * 1024 && !smem_set) {
+            cudaFuncSetAttribute(collect_forward_staged_kernel_f32, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)(per_block * 12 * sizeof(float)));
+            smem_set = 1;
+        }
+        e = cudaLaunchKernelEx(&l.config, collect_forward_staged_kernel_f32, *p, per_block);
+    }
     else if (p->dtype == NUREC_F32) e = cudaLaunchKernelEx(&l.config, collect_forward_kernel_f32, *p);
     else if (p->dtype == NUREC_F64) e = cudaLaunchKernelEx(&l.config, collect_forward_kernel_f64, *p);
     else return NUREC_ERR_DTYPE;

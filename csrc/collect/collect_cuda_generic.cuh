@@ -57,19 +57,21 @@ __device__ __forceinline__ void nurec_block_copy_f32(float* dst, const float* sr
     for (int k = 4 * n4 + threadIdx.x; k < n; k += blockDim.x) dst[k] = src[k];
 }
 
-/* float32 with int32 ids: a block stages NUREC_COLLECT_STAGED Gaussians in
- * shared memory, so that every global load and store is a coalesced 16-byte
- * access whatever the row width (3 or 4 floats), then each thread works on
- * its Gaussians from shared memory and the results leave the same way. */
+/* float32 with int32 ids: a block stages `staged` Gaussians (a multiple of
+ * 4; dynamic shared memory, 48 bytes each) in shared memory, so that every
+ * global load and store is a coalesced 16-byte access whatever the row
+ * width (3 or 4 floats), then each thread works on its Gaussians from
+ * shared memory and the results leave the same way. */
 __global__ void __launch_bounds__(NUREC_COLLECT_THREADS)
-NR(collect_forward_staged_kernel)(nurec_collect_params p) {
-    __shared__ __align__(16) float s_means[3 * NUREC_COLLECT_STAGED];
-    __shared__ __align__(16) float s_quats[4 * NUREC_COLLECT_STAGED];
-    __shared__ __align__(16) float s_scales[3 * NUREC_COLLECT_STAGED];
-    __shared__ __align__(16) float s_opac[NUREC_COLLECT_STAGED];
-    __shared__ __align__(16) int s_ids[NUREC_COLLECT_STAGED];
-    int64_t g0 = (int64_t)blockIdx.x * NUREC_COLLECT_STAGED;
-    int nb = (int)min((int64_t)NUREC_COLLECT_STAGED, p.num_gaussians - g0);
+NR(collect_forward_staged_kernel)(nurec_collect_params p, int staged) {
+    extern __shared__ __align__(16) float s_stage[];
+    float* s_means = s_stage;                /* 3 * staged */
+    float* s_quats = s_means + 3 * staged;   /* 4 * staged, 16-byte aligned */
+    float* s_scales = s_quats + 4 * staged;  /* 3 * staged */
+    float* s_opac = s_scales + 3 * staged;   /* staged */
+    int* s_ids = (int*)(s_opac + staged);    /* staged */
+    int64_t g0 = (int64_t)blockIdx.x * staged;
+    int nb = (int)min((int64_t)staged, p.num_gaussians - g0);
     nurec_block_copy_f32(s_means, (const float*)p.means + 3 * g0, 3 * nb);
     nurec_block_copy_f32(s_quats, (const float*)p.quats + 4 * g0, 4 * nb);
     nurec_block_copy_f32(s_scales, (const float*)p.log_scales + 3 * g0, 3 * nb);
