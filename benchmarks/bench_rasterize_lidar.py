@@ -36,7 +36,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nurec_ops  # noqa: E402
 from nurec_ops.lidar_model import load_lidar_model, reduce_lidar_model  # noqa: E402
-from nurec_ops.rasterize_lidar import _POLICY, default_eps2d  # noqa: E402
+from nurec_ops.rasterize_lidar import _POLICY, _SEGMENT_MIN, _SEGMENTS, default_eps2d  # noqa: E402
 from timing import (autograd_step, copy_bandwidth_gbs, event_median_ms, graph_ms, host_syncs,  # noqa: E402
                     kernel_breakdown, stage_split, table)
 
@@ -106,7 +106,7 @@ def main():
     split, launches, memsets = stage_split(fb, STAGES)
     st = torch.ops.nurec_ops.rasterize_lidar_fwd(
         sc["means"], sc["quats"], sc["scales"], sc["opacities"], sc["features"], sc["viewmats"], *sc["model"],
-        0.5, 200.0, default_eps2d(W), cap)[9].tolist()
+        0.5, 200.0, default_eps2d(W), _SEGMENTS, _SEGMENT_MIN, cap)[9].tolist()
     row = [f"street lidar {R}x{W}", sc["means"].shape[0], f"{t_fwd:.3f}", f"{t_fb:.3f}", f"{g_fb:.3f}",
            f"{GSPLAT_MS[1] / t_fb:.2f}x", "yes" if t_fb <= TARGET_FB_MS else "no"]
     row += [f"{split[name]:.3f}" for name, _ in STAGES] + [f"{split['other']:.3f}", f"{launches}+{memsets}",

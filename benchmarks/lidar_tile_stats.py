@@ -5,12 +5,19 @@ transmittance cut-off. The figures behind benchmarks/RESULTS.md's lidar
 section (how many rays walk their whole list, the longest list against the
 mean): the tail of the per-tile work is what the CUDA kernels' time follows.
 
-    python benchmarks/lidar_tile_stats.py [--rows 128 --cols 3600]
+    python benchmarks/lidar_tile_stats.py [--rows 128 --cols 3600] [--warps]
+
+--warps adds each CUDA warp's share of the walk (32 columns of a tile's
+row; the warp culling emulated in float64): chunks of 32 entries read and
+Gaussians evaluated, forward (up to where all its rays stopped) and
+backward (up to the furthest entry its rays used). The longest chain
+against the mean is the kernels' tail.
 
 Tile shape: the build's (NUREC_RL_TILE_ROWS x NUREC_RL_TILE_COLS; rebuild
 with NUREC_OPS_CFLAGS/NUREC_OPS_NVCC_FLAGS to compare shapes).
 """
 import argparse
+import math
 import os
 import sys
 import time
@@ -28,6 +35,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=128)
     ap.add_argument("--cols", type=int, default=3600)
+    ap.add_argument("--warps", action="store_true", help="also each warp's walk (slow: ~10 s)")
     a = ap.parse_args()
     sc = street_lidar_scene("cpu", torch.float32, a.rows, a.cols)
     model = sc["model"]
@@ -35,7 +43,7 @@ def main():
     t0 = time.perf_counter()
     out = torch.ops.nurec_ops.rasterize_lidar_fwd(sc["means"], sc["quats"], sc["scales"], sc["opacities"],
                                                  sc["features"], sc["viewmats"], *model, 0.5, 200.0,
-                                                 default_eps2d(W), 0)
+                                                 default_eps2d(W), 0, 1, 0)
     seconds = time.perf_counter() - t0
     final_T, ranges = out[7], out[6]
     C, ty, tx, _ = ranges.shape
@@ -56,6 +64,43 @@ def main():
             ["CPU forward (exact, single thread)", f"{seconds:.1f} s"]]
     print(f"street lidar {a.rows} x {a.cols}, {sc['means'].shape[0]:,} Gaussians")
     print(table(rows, ["figure", "value"]))
+    if a.warps:
+        print(table(warp_rows(out, model), ["per warp", "total", "mean", "max", "max / mean"]))
+
+
+def warp_rows(out, model, tile_cols=256):
+    """Each warp's walk of the CUDA sweeps on sweep 0 (rasterize_lidar_cuda_generic.cuh):
+    the culling test of rl_may_reach against the warp's window, in float64."""
+    records, items, ranges, final_T, last = out[3], out[5], out[6][0], out[7][0], out[8][0]
+    records = records[0].double()
+    el, caz, roff = [t.double() for t in model]
+    W = caz.shape[0]
+    wrap = lambda x: torch.remainder(x + math.pi, 2 * math.pi) - math.pi  # noqa: E731
+    grow, pad = 1 + 10 * 1e-3, 10 * 1e-5  # NUREC_RL_BOUND_REL / _ABS, widened as the kernels widen them
+    work = []  # per warp: chunks forward, evaluations forward, chunks backward, evaluations backward
+    for i in range(ranges.shape[0]):
+        for bx in range(ranges.shape[1]):
+            s, e = ranges[i, bx].tolist()
+            rec = records[(items[s:e].long() % records.shape[0])]
+            thr, A, B, C, u, v = rec[:, 7], rec[:, 2], rec[:, 3], rec[:, 4], rec[:, 0], rec[:, 1]
+            d = A * C - B * B
+            ea, ee = torch.sqrt(thr * C / d) * grow + pad, torch.sqrt(thr * A / d) * grow + pad
+            for j0 in range(bx * tile_cols, min((bx + 1) * tile_cols, W), 32):
+                js = torch.arange(j0, min(j0 + 32, W))
+                raz = caz[js] + roff[i]
+                half = wrap(raz - raz[0]).abs().max()
+                reach = ~((wrap(u - raz[0]).abs() - half > ea) | (v - ee > el[i]) | (v + ee < el[i]))
+                reach |= torch.isnan(u)
+                lw = last[i, js]
+                fend = min(e - s, int(lw.max()) + 32) if bool((final_T[i, js] < 1e-2).all()) else e - s
+                bend = int(lw.max())
+                work.append((math.ceil(fend / 32), int(reach[:fend].sum()), math.ceil(bend / 32),
+                             int(reach[:bend].sum())))
+    w = torch.tensor(work, dtype=torch.float64)
+    names = ("forward: chunks read", "forward: Gaussians evaluated", "backward: chunks read",
+             "backward: Gaussians evaluated")
+    return [[name, f"{w[:, k].sum():,.0f}", f"{w[:, k].mean():,.1f}", f"{w[:, k].max():,.0f}",
+             f"{w[:, k].max() / w[:, k].mean():.1f}x"] for k, name in enumerate(names)]
 
 
 if __name__ == "__main__":

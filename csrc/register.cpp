@@ -775,17 +775,29 @@ RlInputs rl_inputs(const char* op, const Tensor& means, const Tensor& quats, con
 }
 
 // CUDA grid limits of the per-tile kernels (blockIdx.y: tile rows, z: sweeps
-// x channel passes of 2).
+// x channel passes of 2 x parts of the lists).
 void rl_check_grid(const char* op, const nurec_rasterize_lidar_params& p) {
-    NUREC_CHECK(p.tiles_y <= 65535 && p.num_sweeps * ((p.channels + 1) / 2) <= 65535, "nurec_ops.",
-                op, ": too many rows, sweeps or feature channels for one CUDA launch");
+    const int64_t parts = p.segments > 1 ? p.segments : 1;
+    NUREC_CHECK(p.tiles_y <= 65535 && p.num_sweeps * ((p.channels + 1) / 2) * parts <= 65535, "nurec_ops.",
+                op, ": too many rows, sweeps, feature channels or segments for one CUDA launch");
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>
+// The parts of long lists (CUDA): `segments` parts at most, of at least
+// `segment_min` entries; their per-ray state is kept for the backward.
+// The CPU composites every list in one walk (exact) and keeps none.
+void rl_segments(const char* op, nurec_rasterize_lidar_params& p, int64_t segments, int64_t segment_min) {
+    NUREC_CHECK(segments >= 0 && segments <= NUREC_RL_MAX_SEGMENTS, "nurec_ops.", op,
+                ": `segments` must be in [0, ", NUREC_RL_MAX_SEGMENTS, "], got ", segments);
+    NUREC_CHECK(segment_min >= 1, "nurec_ops.", op, ": `segment_min` must be >= 1, got ", segment_min);
+    p.segments = (int)segments;
+    p.segment_min = segment_min;
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>
 rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features,
                     Tensor viewmats, Tensor row_elevations, Tensor column_azimuths,
                     Tensor row_azimuth_offsets, double near_plane, double far_plane, double eps2d,
-                    int64_t capacity) {
+                    int64_t segments, int64_t segment_min, int64_t capacity) {
     const char* op = "rasterize_lidar";
     RlInputs in = rl_inputs(op, means, quats, scales, opacities, features, viewmats, row_elevations,
                             column_azimuths, row_azimuth_offsets, near_plane, far_plane, eps2d);
@@ -796,6 +808,12 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
     Tensor alpha = empty_like_shape(in.means, {C, R, W, 1});
     Tensor boxes = empty_dense(in.means, {C, N, NUREC_BOX_SIZE}, aoti_torch_dtype_int32());
     SplatBuffers b = splat_buffers(in.means, p, C, R, W);
+    rl_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
+    const int64_t S = p.segments > 1 ? p.segments : 0;
+    Tensor seg_state = empty_like_shape(in.means, {S, C, R, W, D + 2});
+    Tensor seg_last = empty_dense(in.means, {S, C, R, W}, aoti_torch_dtype_int32());
+    p.seg_state = seg_state.data_ptr();
+    p.seg_last = (int32_t*)seg_last.data_ptr();
     p.boxes = (int32_t*)boxes.data_ptr();
     p.out_features = out.data_ptr();
     p.range = range.data_ptr();
@@ -806,7 +824,8 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
         NUREC_CUDA_ONLY(nurec_rasterize_lidar_workspace_bytes),
         NUREC_CUDA_ONLY(nurec_rasterize_lidar_forward_cuda)};
     b.isect = splat_forward(op, in.means, p, capacity, launchers);
-    return {out, range, alpha, b.records, b.counts, b.isect, b.tile_ranges, b.final_T, b.last, b.status};
+    return {out,      range,  alpha,    b.records, b.counts,  b.isect,
+            b.tile_ranges, b.final_T, b.last, b.status, seg_state, seg_last};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
@@ -814,7 +833,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor row_elevations,
     Tensor column_azimuths, Tensor row_azimuth_offsets, Tensor records, Tensor counts,
     Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
-    double near_plane, double far_plane, double eps2d) {
+    Tensor seg_state, Tensor seg_last, double near_plane, double far_plane, double eps2d,
+    int64_t segment_min) {
     const char* op = "rasterize_lidar_backward";
     RlInputs in = rl_inputs(op, means, quats, scales, opacities, features, viewmats, row_elevations,
                             column_azimuths, row_azimuth_offsets, near_plane, far_plane, eps2d);
@@ -830,6 +850,20 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
         check_device(op, "saved tensors and gradients", *t, means, "means");
     SplatBuffers b = splat_saved(op, means, p, C, R, W, "[C, R, W]", records, counts, isect_items,
                                  tile_ranges, final_T, last, status);
+    check_shape(op, "seg_state", seg_state, {-1, C, R, W, D + 2}, "[S, C, R, W, D + 2]");
+    check_real(op, "seg_state", seg_state, means, "means");
+    const int64_t S = seg_state.size(0);
+    check_shape(op, "seg_last", seg_last, {S, C, R, W}, "[S, C, R, W] (S = seg_state.shape[0])");
+    check_dtype(op, "seg_last", seg_last, ScalarType::Int);
+    check_device(op, "saved tensors and gradients", seg_state, means, "means");
+    check_device(op, "saved tensors and gradients", seg_last, means, "means");
+    NUREC_CHECK(S != 1 && (S == 0 || !in.means.is_cpu()), "nurec_ops.", op,
+                ": `seg_state` must come from the forward (0 parts, or 2 and more on CUDA), got ", S);
+    rl_segments(op, p, S, segment_min);
+    seg_state = dense(seg_state);
+    seg_last = dense(seg_last);
+    p.seg_state = seg_state.data_ptr();
+    p.seg_last = (int32_t*)seg_last.data_ptr();
     grad_features = dense(grad_features);
     grad_range = dense(grad_range);
     grad_alpha = dense(grad_alpha);
@@ -906,15 +940,18 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
     // ---- rasterize_lidar (issue 4)
     m.def("rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, "
           "Tensor features, Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, "
-          "Tensor row_azimuth_offsets, float near, float far, float eps2d, int capacity) -> "
+          "Tensor row_azimuth_offsets, float near, float far, float eps2d, int segments, "
+          "int segment_min, int capacity) -> "
           "(Tensor features_out, Tensor range, Tensor alpha, Tensor records, Tensor counts, "
-          "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status)");
+          "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
+          "Tensor seg_state, Tensor seg_last)");
     m.def("rasterize_lidar_bwd(Tensor grad_features, Tensor grad_range, Tensor grad_alpha, "
           "Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features, "
           "Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, "
           "Tensor row_azimuth_offsets, Tensor records, Tensor counts, Tensor isect_items, "
-          "Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, float near, "
-          "float far, float eps2d) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+          "Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, Tensor seg_state, "
+          "Tensor seg_last, float near, float far, float eps2d, int segment_min) "
+          "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
     // ---- end rasterize_lidar
 }
 

@@ -2,6 +2,7 @@
 the same sync-free binning capacity policy as the camera rasterizer (see
 nurec_ops/_binning.py)."""
 import math
+import os
 
 import torch
 
@@ -14,6 +15,14 @@ _OP = "rasterize_lidar"
 _TILE_ROWS = 1  # csrc/rasterize_lidar/rasterize_lidar.h: NUREC_RL_TILE_ROWS / _COLS
 _TILE_COLS = 256
 _POLICY = _binning.policy(_OP)
+# Long lists on CUDA: cut into up to _SEGMENTS parts of at least _SEGMENT_MIN
+# entries, composited by blocks of their own and chained per ray (exact up to
+# rounding; see csrc/rasterize_lidar/rasterize_lidar_cuda_generic.cuh). Their
+# per-ray state costs _SEGMENTS x rays x (D + 2) reals and one int per part
+# and ray; _SEGMENTS = 0 turns the cutting off. Environment variables
+# override the defaults, for measuring.
+_SEGMENTS = int(os.environ.get("NUREC_OPS_RL_SEGMENTS", "16"))
+_SEGMENT_MIN = int(os.environ.get("NUREC_OPS_RL_SEGMENT_MIN", "2048"))
 
 
 def default_eps2d(num_columns):
@@ -79,8 +88,9 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     """
     W = column_azimuths.shape[0] if column_azimuths.dim() == 1 else 0
     e2 = default_eps2d(W) if eps2d is None else float(eps2d)
+    segments = _SEGMENTS if means.device.type == "cuda" else 0
     args = (means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
-            row_azimuth_offsets, float(near), float(far), e2)
+            row_azimuth_offsets, float(near), float(far), e2, segments, _SEGMENT_MIN)
     C, N = _binning.leading(viewmats), _binning.leading(means)
     out = _binning.run_binned(_OP, ops.rasterize_lidar_fwd, args, means.device,
                               (C, _binning.leading(row_elevations), W), C * N, binning, capacity, on_overflow,
@@ -135,22 +145,34 @@ def _check(op, means, quats, scales, opacities, features, viewmats, row_elevatio
 
 @torch.library.register_fake("nurec_ops::rasterize_lidar_fwd")
 def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
-          row_azimuth_offsets, near, far, eps2d, capacity):
+          row_azimuth_offsets, near, far, eps2d, segments, segment_min, capacity):
     C, N, D, R, W = _check(_OP, means, quats, scales, opacities, features, viewmats, row_elevations,
                            column_azimuths, row_azimuth_offsets, near, far, eps2d)
+    _check_segments(_OP, segments, segment_min)
     ty, tx = (R + _TILE_ROWS - 1) // _TILE_ROWS, (W + _TILE_COLS - 1) // _TILE_COLS
     M = _binning.fake_intersections(means.device, capacity)
+    S = segments if segments > 1 and means.device.type != "cpu" else 0
     e = means.new_empty
     i64, i32 = torch.int64, torch.int32
     return (e((C, R, W, D)), e((C, R, W, 1)), e((C, R, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),
             e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64), e((C, R, W)), e((C, R, W), dtype=i32),
-            e((2,), dtype=i64))
+            e((2,), dtype=i64), e((S, C, R, W, D + 2)), e((S, C, R, W), dtype=i32))
+
+
+_MAX_SEGMENTS = 64  # csrc/rasterize_lidar/rasterize_lidar.h: NUREC_RL_MAX_SEGMENTS
+
+
+def _check_segments(op, segments, segment_min):
+    if not 0 <= segments <= _MAX_SEGMENTS:
+        Ck.fail(op, f"`segments` must be in [0, {_MAX_SEGMENTS}], got {segments}")
+    if segment_min < 1:
+        Ck.fail(op, f"`segment_min` must be >= 1, got {segment_min}")
 
 
 @torch.library.register_fake("nurec_ops::rasterize_lidar_bwd")
 def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, opacities, features, viewmats,
                    row_elevations, column_azimuths, row_azimuth_offsets, records, counts, isect_items,
-                   tile_ranges, final_T, last, status, near, far, eps2d):
+                   tile_ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d, segment_min):
     C, N, D, R, W = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats,
                            row_elevations, column_azimuths, row_azimuth_offsets, near, far, eps2d)
     Ck.shape(_OP + "_backward", "grad_features", grad_features, (C, R, W, D), "[C, R, W, D]")
@@ -162,18 +184,18 @@ def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, 
 
 def _setup_context(ctx, inputs, output):
     (means, quats, scales, opacities, features, viewmats, row_el, col_az, row_off, near, far, eps2d,
-     capacity) = inputs
-    _, _, _, records, counts, isect, ranges, final_T, last, status = output
+     _segments, segment_min, _capacity) = inputs
+    _, _, _, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last = output
     ctx.set_materialize_grads(False)
     ctx.save_for_backward(means, quats, scales, opacities, features, viewmats, row_el, col_az, row_off,
-                          records, counts, isect, ranges, final_T, last, status)
-    ctx.cfg = (near, far, eps2d)
+                          records, counts, isect, ranges, final_T, last, status, seg_state, seg_last)
+    ctx.cfg = (near, far, eps2d, segment_min)
 
 
 def _backward(ctx, g_feat, g_range, g_alpha, *_unused):
     (means, quats, scales, opacities, features, viewmats, row_el, col_az, row_off, records, counts, isect,
-     ranges, final_T, last, status) = ctx.saved_tensors
-    near, far, eps2d = ctx.cfg
+     ranges, final_T, last, status, seg_state, seg_last) = ctx.saved_tensors
+    near, far, eps2d, segment_min = ctx.cfg
     C, D, R, W = viewmats.shape[0], features.shape[1], row_el.shape[0], col_az.shape[0]
     if g_feat is None:
         g_feat = means.new_zeros((C, R, W, D))
@@ -183,8 +205,8 @@ def _backward(ctx, g_feat, g_range, g_alpha, *_unused):
         g_alpha = means.new_zeros((C, R, W, 1))
     gm, gq, gs, go, gf = ops.rasterize_lidar_bwd(
         g_feat, g_range, g_alpha, means, quats, scales, opacities, features, viewmats, row_el, col_az, row_off,
-        records, counts, isect, ranges, final_T, last, status, near, far, eps2d)
-    return gm, gq, gs, go, gf, None, None, None, None, None, None, None, None
+        records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d, segment_min)
+    return gm, gq, gs, go, gf, None, None, None, None, None, None, None, None, None, None
 
 
 torch.library.register_autograd("nurec_ops::rasterize_lidar_fwd", _backward, setup_context=_setup_context)

@@ -6,6 +6,7 @@ elongated, cut-off); tiling independence; a reference-free geometric check;
 gradcheck; CUDA vs CPU on the full sensor; no host sync; CUDA graphs; the
 binning overflow policy; opcheck; torch.compile; errors."""
 import math
+import sys
 import warnings
 
 import pytest
@@ -409,7 +410,7 @@ def test_mixed_devices():
 def _op_args(device, dtype=torch.float64):
     s = to(random_scene(N=30, C=2, D=2, row_step=16, col_step=30), device, dtype)
     return (s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["row_elevations"],
-            s["column_azimuths"], s["row_azimuth_offsets"], 0.5, 200.0, default_eps2d(120), 1 << 14)
+            s["column_azimuths"], s["row_azimuth_offsets"], 0.5, 200.0, default_eps2d(120), 4, 2, 1 << 14)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -442,16 +443,20 @@ def test_compile_fullgraph(device):
 
 # --------------------------------------------------------------- CUDA only
 
+def full_sensor_scene(N=20_000):
+    """The real 128 x 3600 sensor, N Gaussians around it, two sweeps (float64)."""
+    torch.manual_seed(torch.initial_seed() % (1 << 31))
+    el, az, off = load_lidar_model(dtype=torch.float64)
+    return dict(means=shell_points(N, 1.0, 40.0), quats=random_quats(N),
+                scales=torch.exp(torch.randn(N, 3, dtype=torch.float64) * 0.5 - 2.0),
+                opacities=torch.rand(N, dtype=torch.float64), features=torch.rand(N, 2, dtype=torch.float64),
+                viewmats=sweeps(2), row_elevations=el, column_azimuths=az, row_azimuth_offsets=off)
+
+
 @gpu
 def test_cuda_vs_cpu_full_sensor():
     """The real 128 x 3600 sensor, 20k Gaussians around it, two sweeps."""
-    torch.manual_seed(torch.initial_seed() % (1 << 31))
-    N = 20_000
-    el, az, off = load_lidar_model(dtype=torch.float64)
-    scene = dict(means=shell_points(N, 1.0, 40.0), quats=random_quats(N),
-                 scales=torch.exp(torch.randn(N, 3, dtype=torch.float64) * 0.5 - 2.0),
-                 opacities=torch.rand(N, dtype=torch.float64), features=torch.rand(N, 2, dtype=torch.float64),
-                 viewmats=sweeps(2), row_elevations=el, column_azimuths=az, row_azimuth_offsets=off)
+    scene = full_sensor_scene()
     for dtype in (torch.float32, torch.float64):
         c = to(scene, "cuda", dtype)
         p = to(scene, "cpu", dtype)
@@ -470,6 +475,54 @@ def test_cuda_vs_cpu_full_sensor():
             a, b = gc[k].cpu().double(), gp[k].double()
             err = (a - b).norm() / b.norm().clamp_min(1e-12)
             assert err < (1e-9 if dtype == torch.float64 else 1e-2), (k, err.item())
+
+
+SEG_STOPPED = 0x40000000  # csrc/rasterize_lidar/rasterize_lidar.h: NUREC_RL_SEG_STOPPED
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("segments,segment_min", [(2, 1), (4, 3), (8, 16), (64, 1)])
+def test_cuda_parity_long_lists_cut_into_parts(monkeypatch, dtype, segments, segment_min):
+    """Lists cut into parts (composited separately, chained per ray; parts
+    where the cut-off falls composited again) against the reference: every
+    list of these small scenes is longer than segment_min."""
+    rl = sys.modules["nurec_ops.rasterize_lidar"]  # the package's attribute is the function
+    monkeypatch.setattr(rl, "_SEGMENTS", segments)
+    monkeypatch.setattr(rl, "_SEGMENT_MIN", segment_min)
+    check_parity(random_scene(N=150, C=2, D=3), "cuda", dtype)
+    check_parity(edge_scene(), "cuda", dtype)
+
+
+@gpu
+def test_cuda_parts_match_one_walk_full_sensor(monkeypatch):
+    """The full sensor, lists cut into parts of >= 64 entries vs one walk per
+    list (float64: equal up to rounding); and rays do reach the cut-off
+    inside later parts (the case the parts' second walk exists for)."""
+    rl = sys.modules["nurec_ops.rasterize_lidar"]  # the package's attribute is the function
+    scene = full_sensor_scene()
+    az = scene["column_azimuths"]
+    c = to(scene, "cuda", torch.float64)
+    results = []
+    for segments in (0, 8):
+        monkeypatch.setattr(rl, "_SEGMENTS", segments)
+        monkeypatch.setattr(rl, "_SEGMENT_MIN", 64)
+        poison_allocator("cuda")
+        out = run(lambda *a, **k: nurec_ops.rasterize_lidar(*a, **k, binning="exact"), c)
+        torch.manual_seed(1)
+        cot = [torch.randn_like(o) for o in out]
+        results.append((out, grads(out, c, cot)))
+    (o1, g1), (o8, g8) = results
+    for name, a, b in zip(("features", "range", "alpha"), o8, o1):
+        assert_close(a, b, torch.float64, factor=10, msg=name)
+    for k in g1:
+        err = (g8[k] - g1[k]).norm() / g1[k].norm().clamp_min(1e-12)
+        assert err < 1e-9, (k, err.item())
+    fwd = OPS.rasterize_lidar_fwd(*[c[k].detach() for k in GRAD_KEYS], c["viewmats"], *[c[k] for k in SENSOR_KEYS],
+                                  0.5, 200.0, default_eps2d(az.shape[0]), 8, 64, 1 << 24)
+    seg_state, seg_last = fwd[10], fwd[11]
+    assert seg_state.shape[0] == 8 and seg_last.shape[0] == 8
+    assert ((seg_last[1:] & SEG_STOPPED) != 0).any(), "no ray stopped inside a later part"
 
 
 def _gpu_scene(dtype=torch.float32, N=3000, C=2):

@@ -1,6 +1,9 @@
 /* CUDA kernels of rasterize_lidar. Forward: projection with tile rectangles
  * (1 launch) -> tile binning (tiles.cu, boxes mode: scan, emit, radix sort,
- * ranges) -> per-tile compositing (1 launch). Backward: two memsets, the
+ * ranges) -> per-tile compositing (1 launch; the parts of long lists on
+ * blocks of their own) -> when lists may be cut: combining the parts per ray,
+ * a second walk of the parts where rays reach the cut-off, and the end of
+ * the combining (3 launches). Backward: two memsets, the
  * lidar's own per-tile sweep kernel (register budget, warp-level list walk
  * without shared memory and carveout of its own, not the camera's) and the
  * per-Gaussian projection VJP. All on the
@@ -10,12 +13,15 @@
  * Register budget of the backward (ptxas, nvcc 13, sm_90): with RL_CH = 2
  * channels per pass (lidar features: intensity, ray-drop logit), the
  * warp-level list walk and its loads of the next chunk in flight, the
- * float32 backward takes 80 registers without spills at 256 threads x
- * RL_BWD_MIN_BLOCKS_F32 = 3 blocks per SM (37.5% theoretical occupancy); 4
- * blocks (64 registers, NuRec's lidar budget) spill 32 B. Forward: 59
- * registers. NOT YET TIMED on the H200 (this branch); see
+ * float32 backward takes 80 registers (16 B spilled since the list parts'
+ * bookkeeping) at 256 threads x RL_BWD_MIN_BLOCKS_F32 = 3 blocks per SM
+ * (37.5% theoretical occupancy); 4 blocks (64 registers, NuRec's lidar
+ * budget) spill 32 B. Forward: 74 registers. Measured on the H200 (street
+ * scene, benchmarks/RESULTS.md): blocks of 32 to 256 threads alike; cutting
+ * the long lists into 16 parts 5.65 -> 4.25 ms forward + backward. See
  * NUREC_OPS_PTXAS_VERBOSE=1. */
 #include <cuda_runtime.h>
+#include <stdlib.h>
 
 extern "C" {
 #include "rasterize_lidar/rasterize_lidar_math.h"
@@ -63,6 +69,33 @@ int num_passes(const nurec_rasterize_lidar_params* p) {
     return (int)((p->channels + RL_CH - 1) / RL_CH);
 }
 
+// Threads per block of the sweeps: a slice of a tile (see rl_place_of),
+// whole warps dividing RL_BLOCK. NUREC_OPS_RL_SLICE_THREADS overrides the
+// default, for measuring (read once; an invalid value keeps the default):
+// 32, 64, 128 and 256 measured alike on the street scene (5.40-5.66 ms).
+#ifndef RL_SLICE_THREADS
+#define RL_SLICE_THREADS 64
+#endif
+#if RL_BLOCK % RL_SLICE_THREADS != 0 || RL_SLICE_THREADS % 32 != 0
+#error "RL_SLICE_THREADS must be whole warps dividing a tile's rays"
+#endif
+int slice_threads(void) {
+    static int t = 0;
+    if (t == 0) {
+        const char* e = getenv("NUREC_OPS_RL_SLICE_THREADS");
+        int v = e ? atoi(e) : 0;
+        t = v >= 32 && v <= RL_BLOCK && v % 32 == 0 && RL_BLOCK % v == 0 ? v : RL_SLICE_THREADS;
+    }
+    return t;
+}
+
+// x: tile slices, y: tile rows, z: (sweep, channel pass, part of the list).
+dim3 sweep_grid(const nurec_rasterize_lidar_params* p, int passes) {
+    const int64_t parts = p->segments > 1 ? p->segments : 1;
+    return dim3((unsigned)(p->tiles_x * (RL_BLOCK / slice_threads())), (unsigned)p->tiles_y,
+                (unsigned)(p->num_sweeps * passes * parts));
+}
+
 // Carveout preferences, set once per process (not stream operations).
 void set_carveouts(void) {
     static bool done = false;
@@ -101,9 +134,19 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
     if (st != NUREC_OK) return st;
     if (p->num_sweeps == 0 || p->rows == 0 || p->cols == 0 || p->channels == 0) return NUREC_OK;
     int passes = num_passes(p);
-    dim3 grid((unsigned)p->tiles_x, (unsigned)p->tiles_y, (unsigned)(p->num_sweeps * passes));
-    if (f64) rl_forward_kernel_f64<<<grid, RL_BLOCK, 0, s>>>(*p, passes);
-    else rl_forward_kernel_f32<<<grid, RL_BLOCK, 0, s>>>(*p, passes);
+    if (f64) rl_forward_kernel_f64<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
+    else rl_forward_kernel_f32<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
+    if (p->segments > 1) { /* chain the parts of the long lists; walk again where the cut-off falls */
+        unsigned b = blocks_for(p->num_sweeps * p->rows * (int64_t)p->cols, RL_PROJ_THREADS);
+        for (int phase = 0; phase < 2; ++phase) {
+            if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
+            if (f64) rl_combine_kernel_f64<<<b, RL_PROJ_THREADS, 0, s>>>(*p, phase);
+            else rl_combine_kernel_f32<<<b, RL_PROJ_THREADS, 0, s>>>(*p, phase);
+            if (phase == 1) break;
+            if (f64) rl_forward_fixup_kernel_f64<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
+            else rl_forward_fixup_kernel_f32<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
+        }
+    }
     return ok();
 }
 
@@ -120,9 +163,8 @@ extern "C" int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_p
     if (gf > 0 && cudaMemsetAsync(p->grad_features, 0, gf, s) != cudaSuccess) return NUREC_ERR_CUDA;
     if (C > 0 && p->rows > 0 && p->cols > 0 && p->channels > 0) {
         int passes = num_passes(p);
-        dim3 grid((unsigned)p->tiles_x, (unsigned)p->tiles_y, (unsigned)(C * passes));
-        if (f64) rl_backward_kernel_f64<<<grid, RL_BLOCK, 0, s>>>(*p, passes);
-        else rl_backward_kernel_f32<<<grid, RL_BLOCK, 0, s>>>(*p, passes);
+        if (f64) rl_backward_kernel_f64<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
+        else rl_backward_kernel_f32<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
         if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
     }
     if (N > 0) {

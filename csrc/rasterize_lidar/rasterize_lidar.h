@@ -52,6 +52,14 @@ extern "C" {
 #define NUREC_RL_BOUND_REL 1e-3
 #define NUREC_RL_BOUND_ABS 1e-5
 
+/* Flags in seg_last: the part's own compositing reached the transmittance
+ * cut-off; the ray's cut-off falls in this part, which is composited again
+ * from the ray's transmittance at its start. The rest is the last entry. */
+#define NUREC_RL_SEG_STOPPED 0x40000000
+#define NUREC_RL_SEG_FIXUP 0x20000000
+#define NUREC_RL_SEG_LAST 0x1fffffff
+#define NUREC_RL_MAX_SEGMENTS 64
+
 typedef struct nurec_rasterize_lidar_params {
     int dtype;
     int64_t num_sweeps;      /* C */
@@ -81,6 +89,14 @@ typedef struct nurec_rasterize_lidar_params {
     int64_t* status;         /* [2] needed intersections, overflowed */
     void* final_T;           /* [C, R, W] */
     int32_t* last;           /* [C, R, W] entries consumed per ray (from the tile start) */
+    /* Long lists split into segments (CUDA only; 0 or 1: none). A tile whose
+     * list is longer than segment_min is composited by up to `segments`
+     * blocks per tile slice, each on its own part of the list, and the parts
+     * are combined per ray (see rasterize_lidar_cuda_generic.cuh). */
+    int segments;
+    int64_t segment_min;
+    void* seg_state;         /* [segments, C, R, W, D + 2] per part: features, range, T */
+    int32_t* seg_last;       /* [segments, C, R, W] per part: last entry | NUREC_RL_SEG_STOPPED */
     void* workspace;         /* CUDA binning scratch */
     size_t workspace_bytes;
     /* forward outputs */

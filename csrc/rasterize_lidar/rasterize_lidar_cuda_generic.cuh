@@ -164,21 +164,82 @@ NUREC_HD_DEV void NR(rl_bcast)(const NR(rl_entry)* x, int src, NR(rl_entry)* y) 
     y->it = __shfl_sync(0xffffffffu, x->it, src);
 }
 
-/* Forward: one block per (tile, sweep, pass of up to RL_CH channels), one
- * thread per ray of the tile; each warp walks the list on its own (above). */
-__global__ void __launch_bounds__(RL_BLOCK)
-NR(rl_forward_kernel)(nurec_rasterize_lidar_params p, int passes) {
-    const int tid = threadIdx.x, lane = tid & 31;
-    const int64_t cz = blockIdx.z / passes;
-    const int pass = blockIdx.z - (int)cz * passes;
-    const int64_t D = p.channels;
+/* Where a sweep block works. A block is a slice of a tile: blockDim.x of
+ * its rays (whole warps), chosen at launch (slice_threads in
+ * rasterize_lidar.cu). The warps of a tile share nothing, and a block's
+ * resources stay held until its slowest warp ends: with a whole 256-ray tile
+ * per block, a warp looking down the street (thousands of Gaussians) kept 7
+ * finished siblings' slots idle (ncu: 21% achieved of 37.5% theoretical
+ * occupancy). Smaller blocks free them.
+ *
+ * And a block composites one part (segment) of its tile's list. Towards the
+ * street's vanishing point ~30,000 Gaussians stack up on the same rays, none
+ * of which stops early: one warp compositing them one after another was the
+ * kernels' critical path, whatever the tiling (benchmarks/RESULTS.md). A list
+ * longer than p.segment_min is cut into up to p.segments parts of at least
+ * segment_min entries, each composited from T = 1 by its own blocks; the
+ * combine kernel below chains them per ray. Blockidx.z = (sweep, pass,
+ * segment); blocks of a segment the tile does not have leave at once. */
+typedef struct NR(rl_place) {
+    int64_t cz, tile, start, end, lo, hi; /* sweep; tile; its list; this block's part */
+    int pass, i, j;                       /* channel pass; this thread's ray */
+    bool inside, multi;                   /* ray exists; list cut into parts */
+    int seg;
+} NR(rl_place);
+
+/* Number of parts of a list of len entries, and their length. */
+NUREC_HD_DEV int NR(rl_segment_count)(const nurec_rasterize_lidar_params& p, int64_t len, int64_t* seg_len) {
+    if (p.segments <= 1 || len <= p.segment_min) {
+        *seg_len = len;
+        return 1;
+    }
+    int64_t n = (len + p.segments - 1) / p.segments;
+    n = n < p.segment_min ? p.segment_min : n;
+    *seg_len = n;
+    return (int)((len + n - 1) / n);
+}
+
+/* false: this block has no part to work on (uniform over the block). */
+NUREC_HD_DEV bool NR(rl_place_of)(const nurec_rasterize_lidar_params& p, int passes, NR(rl_place)* w) {
+    const int nseg = p.segments > 1 ? p.segments : 1;
+    const int64_t czp = blockIdx.z / nseg;
+    w->seg = (int)(blockIdx.z - czp * nseg);
+    w->cz = czp / passes;
+    w->pass = (int)(czp - w->cz * passes);
+    const int per_tile = RL_BLOCK / blockDim.x;
+    const int tx = blockIdx.x / per_tile;
+    const int tid = (blockIdx.x - tx * per_tile) * blockDim.x + threadIdx.x;
+    w->j = tx * NUREC_RL_TILE_COLS + (tid % NUREC_RL_TILE_COLS);
+    w->i = blockIdx.y * NUREC_RL_TILE_ROWS + (tid / NUREC_RL_TILE_COLS);
+    w->inside = w->j < p.cols && w->i < p.rows;
+    w->tile = (w->cz * p.tiles_y + blockIdx.y) * p.tiles_x + tx;
+    w->start = p.tile_ranges[2 * w->tile];
+    w->end = p.tile_ranges[2 * w->tile + 1];
+    int64_t seg_len;
+    const int n = p.status[1] != 0 ? 1 : NR(rl_segment_count)(p, w->end - w->start, &seg_len);
+    if (w->seg >= n) return false;
+    w->multi = n > 1;
+    w->lo = w->multi ? w->start + w->seg * seg_len : w->start;
+    w->hi = w->multi && w->lo + seg_len < w->end ? w->lo + seg_len : w->end;
+    return true;
+}
+
+/* Forward: one block per (tile slice, sweep, pass of up to RL_CH channels), one
+ * thread per ray of the tile; each warp walks the list on its own (above).
+ * fixup = 1: the second walk of the parts where a ray's cut-off falls (see
+ * the combine kernel): only those rays, from their transmittance at the
+ * part's start. */
+__device__ __forceinline__ void NR(rl_forward_body)(const nurec_rasterize_lidar_params& p, int passes,
+                                                   const int fixup) {
+    const int lane = threadIdx.x & 31;
+    NR(rl_place) w;
+    if (!NR(rl_place_of)(p, passes, &w)) return;
+    if (fixup && (!w.multi || w.seg == 0)) return; /* a first part is never walked again */
+    const int64_t cz = w.cz, start = w.start, D = p.channels;
+    const int pass = w.pass, i = w.i, j = w.j;
+    const bool inside = w.inside;
     const int c0 = pass * RL_CH;
     const int nch = D - c0 < RL_CH ? (int)(D - c0) : RL_CH;
-    const int j = blockIdx.x * NUREC_RL_TILE_COLS + (tid % NUREC_RL_TILE_COLS);
-    const int i = blockIdx.y * NUREC_RL_TILE_ROWS + (tid / NUREC_RL_TILE_COLS);
-    const bool inside = j < p.cols && i < p.rows;
-    const int64_t tile = (cz * p.tiles_y + blockIdx.y) * p.tiles_x + blockIdx.x;
-    const int64_t start = p.tile_ranges[2 * tile], end = p.tile_ranges[2 * tile + 1];
     const bool overflow = p.status[1] != 0;
     real_t raz = 0, rel = 0;
     if (inside) {
@@ -186,13 +247,21 @@ NR(rl_forward_kernel)(nurec_rasterize_lidar_params p, int passes) {
         rel = ((const real_t*)p.row_elevations)[i];
     }
     bool done = !inside || overflow;
+    const int64_t ray = (cz * p.rows + i) * (int64_t)p.cols + j;
+    const int64_t at = w.seg * (p.num_sweeps * p.rows * (int64_t)p.cols) + ray;
+    real_t T = 1;
+    if (fixup && !done) {
+        done = (p.seg_last[at] & NUREC_RL_SEG_FIXUP) == 0;
+        if (!done) T = ((const real_t*)p.final_T)[ray]; /* the start T the combine left there */
+    }
     const NR(rl_window) win = NR(rl_warp_window)(!done, raz, rel);
-    real_t T = 1, rng = 0, acc[RL_CH];
+    const bool active = !done;
+    real_t rng = 0, acc[RL_CH];
     for (int k = 0; k < RL_CH; ++k) acc[k] = 0;
     int32_t last = 0;
     NR(rl_walk) walk;
-    NR(rl_walk_init)(p, &walk, start + lane, start, end, 1);
-    for (int64_t b = start; b < end; b += 32, NR(rl_walk_advance)(&walk)) {
+    NR(rl_walk_init)(p, &walk, w.lo + lane, w.lo, w.hi, 1);
+    for (int64_t b = w.lo; b < w.hi; b += 32, NR(rl_walk_advance)(&walk)) {
         if (__all_sync(0xffffffffu, done)) break;
         NR(rl_walk_prefetch)(p, &walk);
         NR(rl_entry) mine, x;
@@ -206,15 +275,25 @@ NR(rl_forward_kernel)(nurec_rasterize_lidar_params p, int passes) {
             if (a == 0) continue;
             real_t Tn = T * (1 - a);
             if (Tn < (real_t)NUREC_SPLAT_T_MIN) { done = true; continue; }
-            real_t w = a * T;
-            for (int q = 0; q < RL_CH; ++q) acc[q] += w * x.f[q];
-            rng += w * x.r[NUREC_TREC_DEPTH];
+            real_t wt = a * T;
+            for (int q = 0; q < RL_CH; ++q) acc[q] += wt * x.f[q];
+            rng += wt * x.r[NUREC_TREC_DEPTH];
             last = (int32_t)(b + src - start + 1);
             T = Tn;
         }
     }
-    if (!inside) return;
-    const int64_t ray = (cz * p.rows + i) * (int64_t)p.cols + j;
+    if (!inside || (fixup && !active)) return;
+    if (w.multi) { /* this part's own result, for the combine kernel */
+        real_t* st = (real_t*)p.seg_state + (D + 2) * at;
+        for (int q = 0; q < RL_CH; ++q)
+            if (q < nch) st[c0 + q] = acc[q];
+        if (pass == 0) {
+            st[D] = rng;
+            st[D + 1] = T;
+            p.seg_last[at] = last | (fixup ? NUREC_RL_SEG_FIXUP : done ? NUREC_RL_SEG_STOPPED : 0);
+        }
+        return;
+    }
     real_t* out = (real_t*)p.out_features + D * ray + c0;
     const real_t nan = (real_t)NAN;
     for (int q = 0; q < RL_CH; ++q)
@@ -227,9 +306,105 @@ NR(rl_forward_kernel)(nurec_rasterize_lidar_params p, int passes) {
     }
 }
 
-/* Backward, the lidar's own kernel: one block per (tile, sweep, pass); each
- * warp sweeps its rays' lists back to front from the furthest entry any of
- * them reached, culled as in the forward; each Gaussian's gradient is summed
+/* Two kernels, so that the first walk does not carry the second's registers. */
+__global__ void __launch_bounds__(RL_BLOCK)
+NR(rl_forward_kernel)(nurec_rasterize_lidar_params p, int passes) { NR(rl_forward_body)(p, passes, 0); }
+
+__global__ void __launch_bounds__(RL_BLOCK)
+NR(rl_forward_fixup_kernel)(nurec_rasterize_lidar_params p, int passes) { NR(rl_forward_body)(p, passes, 1); }
+
+/* Combine, one thread per ray of a tile whose list was cut into parts:
+ * chains the parts front to back. Part s started from T = 1; the ray's
+ * transmittance when it begins is P, the product of the earlier parts' T.
+ * Its result counts P times over unless the cut-off falls inside it (its own
+ * walk stopped, or P x its T < 1e-4: T only falls); that part is composited
+ * again from T = P under the SPEC's stop rule by the forward kernel
+ * (fixup = 1, warps and culling as in the first walk) between phase 0 and
+ * phase 1 of this kernel: the same result as one walk over the whole list,
+ * up to rounding. (A second walk by this thread alone, ray by ray, took
+ * 4.3 ms on the street scene.) Finally each part's slot holds what the
+ * backward starts from: T after the part and what lies behind it (suffix
+ * sums of the later parts), and the sums are the outputs. */
+NUREC_HD_DEV void NR(rl_combine_finish)(const nurec_rasterize_lidar_params& p, int64_t ray, int n, int used,
+                                        real_t P, int32_t last) {
+    const int64_t CRW = p.num_sweeps * p.rows * (int64_t)p.cols, D = p.channels, E = D + 2;
+    real_t* state = (real_t*)p.seg_state;
+    for (int s = used; s < n; ++s) { /* behind the cut-off: nothing to sweep */
+        real_t* st = state + E * (s * CRW + ray);
+        for (int64_t q = 0; q <= D; ++q) st[q] = 0;
+        st[D + 1] = P;
+    }
+    real_t* out = (real_t*)p.out_features + D * ray;
+    for (int64_t q = 0; q <= D; ++q) {
+        real_t behind = 0;
+        for (int s = used - 1; s >= 0; --s) {
+            real_t* v = state + E * (s * CRW + ray) + q;
+            const real_t c = *v;
+            *v = behind;
+            behind += c;
+        }
+        if (q < D) out[q] = behind;
+        else ((real_t*)p.range)[ray] = behind;
+    }
+    ((real_t*)p.alpha)[ray] = 1 - P;
+    ((real_t*)p.final_T)[ray] = P;
+    p.last[ray] = last;
+}
+
+__global__ void __launch_bounds__(RL_PROJ_THREADS)
+NR(rl_combine_kernel)(nurec_rasterize_lidar_params p, int phase) {
+    const int64_t CRW = p.num_sweeps * p.rows * (int64_t)p.cols;
+    const int64_t ray = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (ray >= CRW || p.status[1] != 0) return;
+    const int64_t D = p.channels, E = D + 2;
+    const int64_t cz = ray / (p.rows * (int64_t)p.cols);
+    const int i = (int)((ray / p.cols) % p.rows), j = (int)(ray % p.cols);
+    const int64_t tile = (cz * p.tiles_y + i / NUREC_RL_TILE_ROWS) * p.tiles_x + j / NUREC_RL_TILE_COLS;
+    int64_t seg_len;
+    const int n = NR(rl_segment_count)(p, p.tile_ranges[2 * tile + 1] - p.tile_ranges[2 * tile], &seg_len);
+    if (n <= 1) return; /* the forward kernel wrote this ray */
+    real_t* state = (real_t*)p.seg_state;
+    if (phase == 1) { /* after the second walk: only rays phase 0 left open (last < 0) */
+        const int32_t open = p.last[ray];
+        if (open >= 0) return;
+        int s = 1;
+        while (s < n - 1 && (p.seg_last[s * CRW + ray] & NUREC_RL_SEG_FIXUP) == 0) ++s;
+        const int32_t sl = p.seg_last[s * CRW + ray] & NUREC_RL_SEG_LAST;
+        const real_t P = state[E * (s * CRW + ray) + D + 1];
+        NR(rl_combine_finish)(p, ray, n, s + 1, P, sl > 0 ? sl : -open - 1);
+        return;
+    }
+    real_t P = 1;
+    int32_t last = 0;
+    for (int s = 0; s < n; ++s) {
+        real_t* st = state + E * (s * CRW + ray);
+        int32_t* sl = p.seg_last + s * CRW + ray;
+        const bool stopped = (*sl & NUREC_RL_SEG_STOPPED) != 0;
+        if (s > 0 && (stopped || P * st[D + 1] < (real_t)NUREC_SPLAT_T_MIN)) {
+            /* the cut-off falls in this part: to be walked again from T = P */
+            *sl = NUREC_RL_SEG_FIXUP;
+            ((real_t*)p.final_T)[ray] = P;
+            p.last[ray] = -last - 1; /* open; the entries so far */
+            return;
+        }
+        for (int64_t q = 0; q <= D; ++q) st[q] *= P;
+        if ((*sl & NUREC_RL_SEG_LAST) > 0) last = *sl & NUREC_RL_SEG_LAST;
+        P *= st[D + 1];
+        st[D + 1] = P;
+        if (stopped) { /* first part only: later ones are behind the cut-off */
+            NR(rl_combine_finish)(p, ray, n, s + 1, P, last);
+            return;
+        }
+    }
+    NR(rl_combine_finish)(p, ray, n, n, P, last);
+}
+
+/* Backward, the lidar's own kernel: one block per (tile slice, sweep, pass,
+ * part of the list); each warp sweeps its rays' part back to front from the
+ * furthest entry any of them reached, culled as in the forward, starting
+ * from the transmittance and what lies behind as the forward left them (the
+ * last part: final T, nothing; an earlier part: from the combine kernel);
+ * each Gaussian's gradient is summed
  * over the warp's rays with shuffles before one lane adds it to global
  * memory (when only a few lanes contribute, those lanes add directly).
  * Register budget from RL_BWD_MIN_BLOCKS_*, carveout of its own. Every lane
@@ -237,18 +412,15 @@ NR(rl_forward_kernel)(nurec_rasterize_lidar_params p, int passes) {
 __global__ void __launch_bounds__(RL_BLOCK, sizeof(real_t) == 4 ? RL_BWD_MIN_BLOCKS_F32 : RL_BWD_MIN_BLOCKS_F64)
 NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
     if (p.status[1] != 0) return; /* overflowed forward (uniform over the grid) */
-    const int tid = threadIdx.x, lane = tid & 31;
-    const int64_t cz = blockIdx.z / passes;
-    const int pass = blockIdx.z - (int)cz * passes;
-    const int64_t D = p.channels, N = p.num_gaussians;
+    const int lane = threadIdx.x & 31;
+    NR(rl_place) w;
+    if (!NR(rl_place_of)(p, passes, &w)) return;
+    const int64_t start = w.start, D = p.channels, N = p.num_gaussians;
+    const int pass = w.pass, i = w.i, j = w.j;
+    const bool inside = w.inside;
     const int c0 = pass * RL_CH;
     const int nch = D - c0 < RL_CH ? (int)(D - c0) : RL_CH;
-    const int j = blockIdx.x * NUREC_RL_TILE_COLS + (tid % NUREC_RL_TILE_COLS);
-    const int i = blockIdx.y * NUREC_RL_TILE_ROWS + (tid / NUREC_RL_TILE_COLS);
-    const bool inside = j < p.cols && i < p.rows;
-    const int64_t tile = (cz * p.tiles_y + blockIdx.y) * p.tiles_x + blockIdx.x;
-    const int64_t start = p.tile_ranges[2 * tile];
-    const int64_t ray = (cz * p.rows + i) * (int64_t)p.cols + j;
+    const int64_t ray = (w.cz * p.rows + i) * (int64_t)p.cols + j;
     real_t raz = 0, rel = 0;
     real_t T = 0, gf[RL_CH], S[RL_CH], gz = 0, gTa = 0, Sz = 0;
     int32_t last = 0;
@@ -256,25 +428,35 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
     if (inside) {
         raz = ((const real_t*)p.column_azimuths)[j] + ((const real_t*)p.row_azimuth_offsets)[i];
         rel = ((const real_t*)p.row_elevations)[i];
-        T = ((const real_t*)p.final_T)[ray];
+        const real_t T_final = ((const real_t*)p.final_T)[ray];
+        T = T_final;
         last = p.last[ray];
+        if (w.multi) {
+            const int64_t at = w.seg * (p.num_sweeps * p.rows * (int64_t)p.cols) + ray;
+            const real_t* st = (const real_t*)p.seg_state + (D + 2) * at;
+            for (int q = 0; q < RL_CH; ++q)
+                if (q < nch) S[q] = st[c0 + q];
+            Sz = st[D];
+            T = st[D + 1];
+        }
         const real_t* g = (const real_t*)p.grad_out_features + D * ray + c0;
         for (int q = 0; q < RL_CH; ++q)
             if (q < nch) gf[q] = g[q];
         if (pass == 0) {
             gz = ((const real_t*)p.grad_range)[ray];
-            gTa = ((const real_t*)p.grad_alpha)[ray] * T;
+            gTa = ((const real_t*)p.grad_alpha)[ray] * T_final;
         }
     }
-    /* the window of the rays that have anything to sweep, and how far */
-    const NR(rl_window) win = NR(rl_warp_window)(last > 0, raz, rel);
+    /* the window of the rays that have anything to sweep in this part, and how far */
+    const NR(rl_window) win = NR(rl_warp_window)(last > w.lo - start, raz, rel);
     int32_t warp_last = last;
     for (int o = 16; o > 0; o >>= 1) warp_last = max(warp_last, __shfl_xor_sync(0xffffffffu, warp_last, o));
+    const int64_t hi = start + warp_last < w.hi ? start + warp_last : w.hi;
     real_t* grec = (real_t*)p.grad_records;
     real_t* gfeat = (real_t*)p.grad_features;
     NR(rl_walk) walk; /* lane order = back to front: entry b_end - 1 - lane */
-    NR(rl_walk_init)(p, &walk, start + warp_last - 1 - lane, start, start + warp_last, -1);
-    for (int64_t b_end = start + warp_last; b_end > start; b_end -= 32, NR(rl_walk_advance)(&walk)) {
+    NR(rl_walk_init)(p, &walk, hi - 1 - lane, w.lo, hi, -1);
+    for (int64_t b_end = hi; b_end > w.lo; b_end -= 32, NR(rl_walk_advance)(&walk)) {
         NR(rl_walk_prefetch)(p, &walk);
         NR(rl_entry) mine, x;
         const bool reach = NR(rl_walk_entry)(p, &walk, c0, nch, &win, &mine);
@@ -290,12 +472,12 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
                 real_t a = NR(rl_alpha)(x.r, raz, rel, &vis, &dx, &dy);
                 if (a != 0) {
                     contrib = true;
-                    real_t w;
+                    real_t wt;
                     real_t ga = NR(splat_composite_vjp)(a, x.f, RL_CH, x.r[NUREC_TREC_DEPTH], gf, gz, gTa, &T,
-                                                        S, &Sz, &w);
+                                                        S, &Sz, &wt);
                     NR(splat_alpha_vjp)(x.r, vis, dx, dy, ga, v);
-                    v[6] = w * gz;
-                    for (int q = 0; q < RL_CH; ++q) v[7 + q] = w * gf[q];
+                    v[6] = wt * gz;
+                    for (int q = 0; q < RL_CH; ++q) v[7 + q] = wt * gf[q];
                 }
             }
             const unsigned cm = __ballot_sync(0xffffffffu, contrib);
