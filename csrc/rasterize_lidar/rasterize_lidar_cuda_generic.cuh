@@ -168,9 +168,10 @@ NUREC_HD_DEV void NR(rl_bcast)(const NR(rl_entry)* x, int src, NR(rl_entry)* y) 
  * its rays (whole warps), chosen at launch (slice_threads in
  * rasterize_lidar.cu). The warps of a tile share nothing, and a block's
  * resources stay held until its slowest warp ends: with a whole 256-ray tile
- * per block, a warp looking down the street (thousands of Gaussians) kept 7
- * finished siblings' slots idle (ncu: 21% achieved of 37.5% theoretical
- * occupancy). Smaller blocks free them.
+ * per block, a warp looking down the street (thousands of Gaussians) keeps 7
+ * finished siblings' slots (ncu: 21% achieved of 37.5% theoretical
+ * occupancy). Smaller blocks free them, but measured no faster on the street
+ * scene: the time was one warp's chain, which the parts below cut.
  *
  * And a block composites one part (segment) of its tile's list. Towards the
  * street's vanishing point ~30,000 Gaussians stack up on the same rays, none
@@ -178,7 +179,7 @@ NUREC_HD_DEV void NR(rl_bcast)(const NR(rl_entry)* x, int src, NR(rl_entry)* y) 
  * kernels' critical path, whatever the tiling (benchmarks/RESULTS.md). A list
  * longer than p.segment_min is cut into up to p.segments parts of at least
  * segment_min entries, each composited from T = 1 by its own blocks; the
- * combine kernel below chains them per ray. Blockidx.z = (sweep, pass,
+ * combine kernel below chains them per ray. blockIdx.z = (sweep, pass,
  * segment); blocks of a segment the tile does not have leave at once. */
 typedef struct NR(rl_place) {
     int64_t cz, tile, start, end, lo, hi; /* sweep; tile; its list; this block's part */
