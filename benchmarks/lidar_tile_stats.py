@@ -10,8 +10,9 @@ mean): the tail of the per-tile work is what the CUDA kernels' time follows.
 --warps adds each CUDA warp's share of the walk (32 columns of a tile's
 row; the warp culling emulated in float64): chunks of 32 entries read and
 Gaussians evaluated, forward (up to where all its rays stopped) and
-backward (up to the furthest entry its rays used). The longest chain
-against the mean is the kernels' tail.
+backward (up to the furthest entry its rays used), and a crude cost of
+each walk with whole lists and with the lists cut into parts (CUDA). The
+longest walk against the mean is the kernels' tail.
 
 Tile shape: the build's (NUREC_RL_TILE_ROWS x NUREC_RL_TILE_COLS; rebuild
 with NUREC_OPS_CFLAGS/NUREC_OPS_NVCC_FLAGS to compare shapes).
@@ -78,6 +79,8 @@ def warp_rows(out, model, tile_cols=256):
     wrap = lambda x: torch.remainder(x + math.pi, 2 * math.pi) - math.pi  # noqa: E731
     grow, pad = 1 + 10 * 1e-3, 10 * 1e-5  # NUREC_RL_BOUND_REL / _ABS, widened as the kernels widen them
     work = []  # per warp: chunks forward, evaluations forward, chunks backward, evaluations backward
+    parts = []  # per warp and part of the list (CUDA defaults): chunks, evaluations (an upper bound: a
+    # part's walk also ends once all its warp's rays stopped, which is not counted)
     for i in range(ranges.shape[0]):
         for bx in range(ranges.shape[1]):
             s, e = ranges[i, bx].tolist()
@@ -96,11 +99,34 @@ def warp_rows(out, model, tile_cols=256):
                 bend = int(lw.max())
                 work.append((math.ceil(fend / 32), int(reach[:fend].sum()), math.ceil(bend / 32),
                              int(reach[:bend].sum())))
+                for lo, hi in _parts(e - s):
+                    parts.append((math.ceil((hi - lo) / 32), int(reach[lo:hi].sum())))
     w = torch.tensor(work, dtype=torch.float64)
     names = ("forward: chunks read", "forward: Gaussians evaluated", "backward: chunks read",
              "backward: Gaussians evaluated")
-    return [[name, f"{w[:, k].sum():,.0f}", f"{w[:, k].mean():,.1f}", f"{w[:, k].max():,.0f}",
+    rows = [[name, f"{w[:, k].sum():,.0f}", f"{w[:, k].mean():,.1f}", f"{w[:, k].max():,.0f}",
              f"{w[:, k].max() / w[:, k].mean():.1f}x"] for k, name in enumerate(names)]
+    # a crude cost of a walk: 3 per chunk read and tested, 1 per evaluation;
+    # 'max / even' compares the longest walk with the total spread evenly
+    # over ~3,300 resident warps (H200: 132 SMs x ~25 warps at 80 registers)
+    whole = (w[:, 0] * 3 + w[:, 1])
+    pw = torch.tensor(parts, dtype=torch.float64)
+    cut = pw[:, 0] * 3 + pw[:, 1]
+    for name, c in ((f"cost, whole lists, early stop ({len(whole):,} walks)", whole),
+                    (f"cost, parts, no early stop ({len(cut):,} walks)", cut)):
+        rows.append([name, f"{c.sum():,.0f}", f"{c.mean():,.1f}", f"{c.max():,.0f}",
+                     f"{c.max() / c.mean():.1f}x (max / even {c.max() / (c.sum() / 3300):.2f})"])
+    return rows
+
+
+def _parts(n):
+    """The parts [lo, hi) of a list of n entries as the CUDA walks cut it
+    (rasterize_lidar_cuda_generic.cuh, rl_segment_count; the defaults)."""
+    from nurec_ops.rasterize_lidar import _SEGMENT_MIN, _SEGMENTS
+    if _SEGMENTS <= 1 or n <= _SEGMENT_MIN:
+        return [(0, n)]
+    size = max(_SEGMENT_MIN, -(-n // _SEGMENTS))
+    return [(lo, min(n, lo + size)) for lo in range(0, n, size)]
 
 
 if __name__ == "__main__":
