@@ -81,7 +81,12 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     sides) are only a schedule: each Gaussian's rectangle of tiles covers
     every ray inside its opacity-aware ellipse (plus a rounding margin), rows
     found by a scan of the real row elevations and columns by a search of the
-    azimuths, so outputs do not depend on tiling. Choices where the SPEC is
+    azimuths, so outputs do not depend on tiling. On CUDA a tile list longer
+    than 2,048 entries is composited in up to 16 parts in parallel and
+    chained per ray (the same result up to rounding; the parts' per-ray state,
+    16 x rays x (D + 3) values, is kept until the backward;
+    ``NUREC_OPS_RL_SEGMENTS`` / ``NUREC_OPS_RL_SEGMENT_MIN`` at import change
+    the cut, 0 parts turns it off). Choices where the SPEC is
     silent: the SPEC's exact range bounds are open (near < r < far, as the
     camera's z); a zero quaternion is the identity with zero gradient;
     gradients do not flow into viewmats or the sensor model.
