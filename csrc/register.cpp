@@ -42,11 +42,18 @@ int on_device(const char* op, const Tensor& ref, F&& run_cuda) {
 #endif
 }
 
+// A CUDA launcher of params P (its type is not deduced from the argument,
+// so that a build without CUDA may pass NUREC_CUDA_ONLY's nullptr).
+template <class P>
+struct CudaLauncher {
+    using type = int (*)(const P*, void*);
+};
+
 // Runs `cpu` or `cuda` (a launcher taking the current stream) on the
 // device of `ref`, with that device current.
 template <class P>
 int launch(const char* op, const Tensor& ref, const P& params,
-           int (*cpu)(const P*), int (*cuda)(const P*, void*)) {
+           int (*cpu)(const P*), typename CudaLauncher<P>::type cuda) {
     if (ref.is_cpu()) return cpu(&params);
     return on_device(op, ref, [&](void* stream) { return cuda(&params, stream); });
 }
@@ -485,6 +492,25 @@ SplatBuffers splat_saved(const char* op, const Tensor& means, Params& p, int64_t
     return b;
 }
 
+// A backward's gradients per Gaussian, allocated and bound to p; the
+// features' gradient (its shape is the rasterizer's) comes allocated.
+struct SplatGrads {
+    Tensor means, quats, scales, opacities, features;
+};
+
+template <class Params>
+SplatGrads splat_grads(const Tensor& like, Params& p, Tensor features) {
+    const int64_t N = p.num_gaussians;
+    SplatGrads g{empty_like_shape(like, {N, 3}), empty_like_shape(like, {N, 4}), empty_like_shape(like, {N, 3}),
+                 empty_like_shape(like, {N}), features};
+    p.grad_means = g.means.data_ptr();
+    p.grad_quats = g.quats.data_ptr();
+    p.grad_scales = g.scales.data_ptr();
+    p.grad_opacities = g.opacities.data_ptr();
+    p.grad_features = g.features.data_ptr();
+    return g;
+}
+
 struct RcInputs {
     nurec_rasterize_camera_params p;
     Tensor means, quats, scales, opacities, features, viewmats, Ks;
@@ -654,33 +680,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     p.grad_alpha = grad_alpha.data_ptr();
     Tensor grad_records = empty_like_shape(in.means, {P, NUREC_RC_GREC_SIZE});
     Tensor grad_colors = empty_like_shape(in.means, {sh_degree >= 0 ? P * 3 : 0});
-    Tensor g_means = empty_like_shape(in.means, {N, 3});
-    Tensor g_quats = empty_like_shape(in.means, {N, 4});
-    Tensor g_scales = empty_like_shape(in.means, {N, 3});
-    Tensor g_opac = empty_like_shape(in.means, {N});
-    Tensor g_feat = sh_degree >= 0 ? empty_like_shape(in.means, {N, p.sh_coeffs, 3})
-                                   : empty_like_shape(in.means, {N, D});
     p.grad_records = grad_records.data_ptr();
     p.grad_colors = grad_colors.data_ptr();
-    p.grad_means = g_means.data_ptr();
-    p.grad_quats = g_quats.data_ptr();
-    p.grad_scales = g_scales.data_ptr();
-    p.grad_opacities = g_opac.data_ptr();
-    p.grad_features = g_feat.data_ptr();
-    if (in.means.is_cpu()) {
-        splat_check_status(op, nurec_rasterize_camera_backward_cpu(&p));
-        return {g_means, g_quats, g_scales, g_opac, g_feat};
-    }
-#ifdef NUREC_WITH_CUDA
-    auto cuda = [](const nurec_rasterize_camera_params* q, void* s) {
-        return nurec_rasterize_camera_backward_cuda(q, s);
-    };
-    auto cpu = [](const nurec_rasterize_camera_params*) { return (int)NUREC_ERR_CUDA; };
-    splat_check_status(op, launch(op, in.means, p, +cpu, +cuda));
-#else
-    NUREC_CHECK(false, "nurec_ops.", op, ": this build of nurec_ops has no CUDA kernels");
-#endif
-    return {g_means, g_quats, g_scales, g_opac, g_feat};
+    SplatGrads g = splat_grads(in.means, p,
+                               sh_degree >= 0 ? empty_like_shape(in.means, {N, p.sh_coeffs, 3})
+                                              : empty_like_shape(in.means, {N, D}));
+    splat_check_status(op, launch(op, in.means, p, nurec_rasterize_camera_backward_cpu,
+                                  NUREC_CUDA_ONLY(nurec_rasterize_camera_backward_cuda)));
+    return {g.means, g.quats, g.scales, g.opacities, g.features};
 }
 // ====================================================== end rasterize_camera
 
@@ -871,32 +878,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     p.grad_range = grad_range.data_ptr();
     p.grad_alpha = grad_alpha.data_ptr();
     Tensor grad_records = empty_like_shape(in.means, {C * N, NUREC_SPLAT_GREC_SIZE});
-    Tensor g_means = empty_like_shape(in.means, {N, 3});
-    Tensor g_quats = empty_like_shape(in.means, {N, 4});
-    Tensor g_scales = empty_like_shape(in.means, {N, 3});
-    Tensor g_opac = empty_like_shape(in.means, {N});
-    Tensor g_feat = empty_like_shape(in.means, {N, D});
     p.grad_records = grad_records.data_ptr();
-    p.grad_means = g_means.data_ptr();
-    p.grad_quats = g_quats.data_ptr();
-    p.grad_scales = g_scales.data_ptr();
-    p.grad_opacities = g_opac.data_ptr();
-    p.grad_features = g_feat.data_ptr();
-    if (in.means.is_cpu()) {
-        splat_check_status(op, nurec_rasterize_lidar_backward_cpu(&p));
-        return {g_means, g_quats, g_scales, g_opac, g_feat};
-    }
-#ifdef NUREC_WITH_CUDA
-    rl_check_grid(op, p);
-    auto cuda = [](const nurec_rasterize_lidar_params* q, void* s) {
-        return nurec_rasterize_lidar_backward_cuda(q, s);
-    };
-    auto cpu = [](const nurec_rasterize_lidar_params*) { return (int)NUREC_ERR_CUDA; };
-    splat_check_status(op, launch(op, in.means, p, +cpu, +cuda));
-#else
-    NUREC_CHECK(false, "nurec_ops.", op, ": this build of nurec_ops has no CUDA kernels");
-#endif
-    return {g_means, g_quats, g_scales, g_opac, g_feat};
+    SplatGrads g = splat_grads(in.means, p, empty_like_shape(in.means, {N, D}));
+    if (!in.means.is_cpu()) rl_check_grid(op, p);
+    splat_check_status(op, launch(op, in.means, p, nurec_rasterize_lidar_backward_cpu,
+                                  NUREC_CUDA_ONLY(nurec_rasterize_lidar_backward_cuda)));
+    return {g.means, g.quats, g.scales, g.opacities, g.features};
 }
 // ======================================================= end rasterize_lidar
 
