@@ -407,10 +407,16 @@ def test_mixed_devices():
 
 # ------------------------------------------------------- opcheck / compile
 
+def fwd_op_args(s, segments, segment_min, capacity):
+    """A scene's arguments of torch.ops.nurec_ops.rasterize_lidar_fwd."""
+    W = s["column_azimuths"].shape[0]
+    return (*[s[k] for k in GRAD_KEYS], s["viewmats"], *[s[k] for k in SENSOR_KEYS],
+            s.get("near", 0.5), s.get("far", 200.0), default_eps2d(W), segments, segment_min, capacity)
+
+
 def _op_args(device, dtype=torch.float64):
     s = to(random_scene(N=30, C=2, D=2, row_step=16, col_step=30), device, dtype)
-    return (s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["row_elevations"],
-            s["column_azimuths"], s["row_azimuth_offsets"], 0.5, 200.0, default_eps2d(120), 4, 2, 1 << 14)
+    return fwd_op_args(s, 4, 2, 1 << 14)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -497,10 +503,7 @@ def test_cuda_parity_long_lists_cut_into_parts(monkeypatch, dtype, segments, seg
 
 def longest_list(scene):
     """The longest tile list of a scene (CPU binning, the same tiles)."""
-    s = to(scene, "cpu", torch.float64, grad=False)
-    W = s["column_azimuths"].shape[0]
-    out = OPS.rasterize_lidar_fwd(*[s[k] for k in GRAD_KEYS], s["viewmats"], *[s[k] for k in SENSOR_KEYS],
-                                  s.get("near", 0.5), s.get("far", 200.0), default_eps2d(W), 0, 1, 0)
+    out = OPS.rasterize_lidar_fwd(*fwd_op_args(to(scene, "cpu", torch.float64, grad=False), 0, 1, 0))
     ranges = out[6]
     return int((ranges[..., 1] - ranges[..., 0]).max())
 
@@ -511,9 +514,7 @@ def test_cuda_parts_match_one_walk_full_sensor(monkeypatch):
     list (float64: equal up to rounding); and rays do reach the cut-off
     inside later parts (the case the parts' second walk exists for)."""
     rl = sys.modules["nurec_ops.rasterize_lidar"]  # the package's attribute is the function
-    scene = full_sensor_scene()
-    az = scene["column_azimuths"]
-    c = to(scene, "cuda", torch.float64)
+    c = to(full_sensor_scene(), "cuda", torch.float64)
     results = []
     for segments in (0, 8):
         monkeypatch.setattr(rl, "_SEGMENTS", segments)
@@ -529,8 +530,8 @@ def test_cuda_parts_match_one_walk_full_sensor(monkeypatch):
     for k in g1:
         err = (g8[k] - g1[k]).norm() / g1[k].norm().clamp_min(1e-12)
         assert err < 1e-9, (k, err.item())
-    fwd = OPS.rasterize_lidar_fwd(*[c[k].detach() for k in GRAD_KEYS], c["viewmats"], *[c[k] for k in SENSOR_KEYS],
-                                  0.5, 200.0, default_eps2d(az.shape[0]), 8, 64, 1 << 24)
+    with torch.no_grad():
+        fwd = OPS.rasterize_lidar_fwd(*fwd_op_args(c, 8, 64, 1 << 24))
     seg_state, seg_last = fwd[10], fwd[11]
     assert seg_state.shape[0] == 8 and seg_last.shape[0] == 8
     assert ((seg_last[1:] & SEG_STOPPED) != 0).any(), "no ray stopped inside a later part"
