@@ -134,6 +134,11 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
     if (st != NUREC_OK) return st;
     if (p->num_sweeps == 0 || p->rows == 0 || p->cols == 0 || p->channels == 0) return NUREC_OK;
     int passes = num_passes(p);
+    /* parts publish where they stop a ray in p.last (rl_forward_body): start high */
+    if (p->segments > 1 &&
+        cudaMemsetAsync(p->last, 0x7f, sizeof(int32_t) * (size_t)(p->num_sweeps * p->rows * (int64_t)p->cols), s) !=
+            cudaSuccess)
+        return NUREC_ERR_CUDA;
     if (f64) rl_forward_kernel_f64<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
     else rl_forward_kernel_f32<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
     if (p->segments > 1) { /* chain the parts of the long lists; walk again where the cut-off falls */

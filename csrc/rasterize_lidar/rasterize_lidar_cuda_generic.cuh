@@ -262,7 +262,18 @@ __device__ __forceinline__ void NR(rl_forward_body)(const nurec_rasterize_lidar_
     int32_t last = 0;
     NR(rl_walk) walk;
     NR(rl_walk_init)(p, &walk, w.lo + lane, w.lo, w.hi, 1);
+    /* A later part's walk is wasted on a ray that an earlier part already
+     * stopped (the combine never reads it). The first walk of a part that
+     * stops a ray publishes that in p.last (atomicMin of the part; the
+     * launcher fills it with a large value first), and a later part looks
+     * every 4 chunks: whatever it sees is final, and what it has not seen yet
+     * only costs the work it would have done anyway, so the outputs do not
+     * depend on the timing. (Its own result for such a ray, flagged stopped
+     * or not, lies behind the cut-off and is never read.) */
+    const bool parts_first_walk = w.multi && !fixup;
     for (int64_t b = w.lo; b < w.hi; b += 32, NR(rl_walk_advance)(&walk)) {
+        if (parts_first_walk && w.seg > 0 && !done && ((b - w.lo) & 127) == 0)
+            done = __ldcg(p.last + ray) < w.seg;
         if (__all_sync(0xffffffffu, done)) break;
         NR(rl_walk_prefetch)(p, &walk);
         NR(rl_entry) mine, x;
@@ -275,7 +286,11 @@ __device__ __forceinline__ void NR(rl_forward_body)(const nurec_rasterize_lidar_
             real_t a = NR(rl_alpha)(x.r, raz, rel, &vis, &dx, &dy);
             if (a == 0) continue;
             real_t Tn = T * (1 - a);
-            if (Tn < (real_t)NUREC_SPLAT_T_MIN) { done = true; continue; }
+            if (Tn < (real_t)NUREC_SPLAT_T_MIN) {
+                done = true;
+                if (parts_first_walk && pass == 0) atomicMin(p.last + ray, w.seg);
+                continue;
+            }
             real_t wt = a * T;
             for (int q = 0; q < RL_CH; ++q) acc[q] += wt * x.f[q];
             rng += wt * x.r[NUREC_TREC_DEPTH];
