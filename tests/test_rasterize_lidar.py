@@ -483,7 +483,7 @@ def test_cuda_vs_cpu_full_sensor():
             assert err < (1e-9 if dtype == torch.float64 else 1e-2), (k, err.item())
 
 
-SEG_STOPPED = 0x40000000  # csrc/rasterize_lidar/rasterize_lidar.h: NUREC_RL_SEG_STOPPED
+SEG_FIXUP = 0x20000000  # csrc/rasterize_lidar/rasterize_lidar.h: NUREC_RL_SEG_FIXUP
 
 
 @gpu
@@ -534,7 +534,26 @@ def test_cuda_parts_match_one_walk_full_sensor(monkeypatch):
         fwd = OPS.rasterize_lidar_fwd(*fwd_op_args(c, 8, 64, 1 << 24))
     seg_state, seg_last = fwd[10], fwd[11]
     assert seg_state.shape[0] == 8 and seg_last.shape[0] == 8
-    assert ((seg_last[1:] & SEG_STOPPED) != 0).any(), "no ray stopped inside a later part"
+    assert ((seg_last[1:] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
+
+
+@gpu
+def test_cuda_parts_outputs_same_every_call():
+    """Every output of the forward op, the parts' state included, is the same
+    bits call after call. A later part drops the rays an earlier part has
+    stopped when it sees that (timing), and what it leaves for them must not
+    reach any output (opcheck compares all of them between two runs)."""
+    c = to(full_sensor_scene(), "cuda", torch.float32)
+    args = fwd_op_args(c, 8, 64, 1 << 24)
+    with torch.no_grad():
+        first = OPS.rasterize_lidar_fwd(*args)
+        assert ((first[11][1:] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
+        for _ in range(4):
+            poison_allocator("cuda")
+            again = OPS.rasterize_lidar_fwd(*args)
+            for k, (a, b) in enumerate(zip(first, again)):
+                assert torch.equal(a.view(torch.uint8) if a.is_floating_point() else a,
+                                   b.view(torch.uint8) if b.is_floating_point() else b), f"output {k} differs"
 
 
 def _gpu_scene(dtype=torch.float32, N=3000, C=2):

@@ -134,11 +134,18 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
     if (st != NUREC_OK) return st;
     if (p->num_sweeps == 0 || p->rows == 0 || p->cols == 0 || p->channels == 0) return NUREC_OK;
     int passes = num_passes(p);
-    /* parts publish where they stop a ray in p.last (rl_forward_body): start high */
-    if (p->segments > 1 &&
-        cudaMemsetAsync(p->last, 0x7f, sizeof(int32_t) * (size_t)(p->num_sweeps * p->rows * (int64_t)p->cols), s) !=
-            cudaSuccess)
-        return NUREC_ERR_CUDA;
+    if (p->segments > 1) {
+        const size_t rays = (size_t)(p->num_sweeps * p->rows * (int64_t)p->cols);
+        const size_t slots = (size_t)p->segments * rays;
+        /* parts publish where they stop a ray in p.last (rl_forward_body): start high */
+        if (cudaMemsetAsync(p->last, 0x7f, sizeof(int32_t) * rays, s) != cudaSuccess) return NUREC_ERR_CUDA;
+        /* the parts' state is an output of the op (for the backward), and most
+           of its slots belong to parts that a tile does not have: zeros there,
+           so that every output is defined and the same call to call */
+        if (cudaMemsetAsync(p->seg_state, 0, (f64 ? 8 : 4) * (size_t)(p->channels + 2) * slots, s) != cudaSuccess ||
+            cudaMemsetAsync(p->seg_last, 0, sizeof(int32_t) * slots, s) != cudaSuccess)
+            return NUREC_ERR_CUDA;
+    }
     if (f64) rl_forward_kernel_f64<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
     else rl_forward_kernel_f32<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
     if (p->segments > 1) { /* chain the parts of the long lists; walk again where the cut-off falls */

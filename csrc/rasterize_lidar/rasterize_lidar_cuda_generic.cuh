@@ -349,6 +349,9 @@ NUREC_HD_DEV void NR(rl_combine_finish)(const nurec_rasterize_lidar_params& p, i
         real_t* st = state + E * (s * CRW + ray);
         for (int64_t q = 0; q <= D; ++q) st[q] = 0;
         st[D + 1] = P;
+        /* what the first walk left here depends on when it saw the early-out
+           (p.last): overwritten, so that every output is the same call to call */
+        p.seg_last[s * CRW + ray] = 0;
     }
     real_t* out = (real_t*)p.out_features + D * ray;
     for (int64_t q = 0; q <= D; ++q) {
