@@ -1,13 +1,24 @@
-/* CUDA tile binning: scan (CUB) -> key emission (one fused launch that also
- * pads the unused tail of the host-sized buffers with sentinel keys) ->
- * radix sort (CUB, only the key bits that can be set) -> tile ranges.
- * Everything runs on the caller's stream; the intersection count stays on
- * the device (status), nothing waits on it, and no size depends on it.
+/* CUDA tile binning: scan (CUB) -> depth ranks (CUB sort of the items by
+ * depth) -> key emission (one fused launch that also pads the unused tail of
+ * the host-sized buffers with sentinel keys) -> radix sort (CUB, only the key
+ * bits that can be set) -> tile ranges. Everything runs on the caller's
+ * stream; the intersection count stays on the device (status), nothing waits
+ * on it, and no size depends on it.
+ *
+ * A key is (tile << rank bits) | the item's rank in depth order, not the
+ * depth's 32 float bits: the same order (ties in depth keep item order both
+ * ways: the sorts are stable), but 30 bits instead of 43 for the street
+ * lidar (1,920 tiles, 464,000 items), so 4-byte keys and 4 radix passes
+ * instead of 8-byte keys and 6, over millions of entries, for one sort of
+ * the items themselves (hundreds of thousands). Keys that need more than 32
+ * bits (many images or items) stay 8 bytes, with as few passes as their bits.
  *
  * (Measured on the H200: emitting in depth order and sorting 4-byte tile-id
- * keys only (2 radix passes) was slower than this 64-bit tile|depth key sort
- * on the benchmark scenes (street: binning 4.9 vs 2.7 ms), so this is kept.) */
+ * keys only (2 radix passes) was slower than a 64-bit tile|depth key sort on
+ * the benchmark scenes (street: binning 4.9 vs 2.7 ms): the emission's
+ * writes scatter. Here the emission stays in item order.) */
 #include <cuda_runtime.h>
+#include <string.h>
 
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
@@ -20,6 +31,32 @@ extern "C" {
 
 namespace {
 
+int bits_for(uint64_t n) { /* bits that hold the values 0..n */
+    int bits = 1;
+    while (bits < 63 && (n >> bits) != 0) ++bits;
+    return bits;
+}
+
+__host__ __device__ int64_t num_items(const nurec_tiles_params* p) {
+    return p->num_images * p->items_per_image;
+}
+
+/* The key layout of one binning: tile above rank. */
+struct KeyBits {
+    int rank;  /* low bits: ranks 0..P-1 */
+    int end;   /* rank + tile bits (tiles 0..ntile, the last the sentinel's) */
+    bool wide; /* more than 32 bits: 8-byte keys */
+};
+
+KeyBits key_bits(const nurec_tiles_params* p) {
+    KeyBits k;
+    const int64_t P = num_items(p);
+    k.rank = bits_for(P > 1 ? (uint64_t)(P - 1) : 1);
+    k.end = k.rank + bits_for((uint64_t)(p->num_images * p->tiles_x * (int64_t)p->tiles_y));
+    k.wide = k.end > 32;
+    return k;
+}
+
 struct Layout {
     size_t keys_in, keys_out, vals_in, sort_tmp, scan_tmp;
     size_t dkeys_in, dkeys_out, dvals_in, dvals_out, rank, dsort_tmp;
@@ -29,58 +66,55 @@ struct Layout {
 
 size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
 
-int key_end_bit(const nurec_tiles_params* p) {
-    uint64_t ntile = (uint64_t)(p->num_images * p->tiles_x * (int64_t)p->tiles_y);
-    int bits = 1;
-    while (bits < 32 && (ntile >> bits) != 0) ++bits; /* values 0..ntile (sentinel) */
-    return 32 + bits;
-}
-
-__host__ __device__ int64_t num_items(const nurec_tiles_params* p) {
-    return p->num_images * p->items_per_image;
+template <typename K>
+bool sort_bytes(size_t* bytes, int64_t n, int end_bit) {
+    return cub::DeviceRadixSort::SortPairs(nullptr, *bytes, (const K*)nullptr, (K*)nullptr,
+                                           (const int32_t*)nullptr, (int32_t*)nullptr, n, 0,
+                                           end_bit) == cudaSuccess;
 }
 
 // Sizes of the scratch buffers; CUB's size queries are host computations.
 bool layout_of(const nurec_tiles_params* p, Layout* L) {
-    int64_t P = num_items(p), cap = p->capacity;
+    const int64_t P = num_items(p), cap = p->capacity;
+    const KeyBits kb = key_bits(p);
+    const bool f64 = p->dtype == NUREC_F64;
+    const size_t key = kb.wide ? 8 : 4, dkey = f64 ? 8 : 4;
     L->sort_bytes = L->scan_bytes = L->dsort_bytes = 0;
-    if (cap > 0 &&
-        cub::DeviceRadixSort::SortPairs(nullptr, L->sort_bytes, (const uint64_t*)nullptr,
-                                        (uint64_t*)nullptr, (const int32_t*)nullptr,
-                                        (int32_t*)nullptr, cap, 0, key_end_bit(p)) != cudaSuccess)
+    if (cap > 0 && !(kb.wide ? sort_bytes<uint64_t>(&L->sort_bytes, cap, kb.end)
+                             : sort_bytes<uint32_t>(&L->sort_bytes, cap, kb.end)))
         return false;
     if (P > 0 && cub::DeviceScan::InclusiveSum(nullptr, L->scan_bytes, (const int64_t*)nullptr,
                                                (int64_t*)nullptr, P) != cudaSuccess)
         return false;
-    bool f64 = p->dtype == NUREC_F64;
-    if (f64 && P > 0 &&
-        cub::DeviceRadixSort::SortPairs(nullptr, L->dsort_bytes, (const uint64_t*)nullptr,
-                                        (uint64_t*)nullptr, (const int32_t*)nullptr,
-                                        (int32_t*)nullptr, P) != cudaSuccess)
+    if (P > 0 && !(f64 ? sort_bytes<uint64_t>(&L->dsort_bytes, P, 64)
+                       : sort_bytes<uint32_t>(&L->dsort_bytes, P, 32)))
         return false;
     size_t o = 0;
-    L->keys_in = o; o += align_up(sizeof(uint64_t) * (size_t)cap);
-    L->keys_out = o; o += align_up(sizeof(uint64_t) * (size_t)cap);
+    L->keys_in = o; o += align_up(key * (size_t)cap);
+    L->keys_out = o; o += align_up(key * (size_t)cap);
     L->vals_in = o; o += align_up(sizeof(int32_t) * (size_t)cap);
     L->sort_tmp = o; o += align_up(L->sort_bytes);
     L->scan_tmp = o; o += align_up(L->scan_bytes);
-    size_t np = f64 ? (size_t)P : 0;
-    L->dkeys_in = o; o += align_up(sizeof(uint64_t) * np);
-    L->dkeys_out = o; o += align_up(sizeof(uint64_t) * np);
-    L->dvals_in = o; o += align_up(sizeof(int32_t) * np);
-    L->dvals_out = o; o += align_up(sizeof(int32_t) * np);
-    L->rank = o; o += align_up(sizeof(int32_t) * np);
-    L->dsort_tmp = o; o += align_up(f64 ? L->dsort_bytes : 0);
+    L->dkeys_in = o; o += align_up(dkey * (size_t)P);
+    L->dkeys_out = o; o += align_up(dkey * (size_t)P);
+    L->dvals_in = o; o += align_up(sizeof(int32_t) * (size_t)P);
+    L->dvals_out = o; o += align_up(sizeof(int32_t) * (size_t)P);
+    L->rank = o; o += align_up(sizeof(int32_t) * (size_t)P);
+    L->dsort_tmp = o; o += align_up(L->dsort_bytes);
     L->total = o + 256;
     return true;
 }
 
-// float64 depth keys: the rank of each item in a stable sort by depth.
-__global__ void depth_bits_kernel(const double* records, int64_t P, uint64_t* keys, int32_t* vals) {
+// Depth keys of the items (their float bits order like the values for
+// depth > 0; anything else sorts last: such items have no tiles anyway).
+template <typename R, typename DK>
+__global__ void depth_bits_kernel(const R* records, int64_t P, DK* keys, int32_t* vals) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= P) return;
-    double d = records[NUREC_TREC_SIZE * i + NUREC_TREC_DEPTH];
-    keys[i] = d > 0.0 ? (uint64_t)__double_as_longlong(d) : ~(uint64_t)0;
+    R d = records[NUREC_TREC_SIZE * i + NUREC_TREC_DEPTH];
+    DK bits;
+    memcpy(&bits, &d, sizeof(bits));
+    keys[i] = d > (R)0 ? bits : ~(DK)0;
     vals[i] = (int32_t)i;
 }
 
@@ -89,19 +123,20 @@ __global__ void rank_scatter_kernel(const int32_t* sorted, int64_t P, int32_t* r
     if (i < P) rank[sorted[i]] = (int32_t)i;
 }
 
-/* Keys of item i: (image tile << 32) | depth key, one per tile it touches,
- * written from the item's offset. One thread per item writes the keys of a
- * small item; an item with more than EMIT_COOP tiles (a Gaussian near the
- * camera covers thousands) is written by its whole warp, 32 consecutive
- * keys at a time: one thread looping over thousands of keys was a long tail
- * that made emission the largest part of binning (street camera: 1.37 ms of
- * 2.65). The loop over items is warp-uniform so that the warp can vote. */
+/* Keys of item i: (image tile << rank bits) | its depth rank, one per tile it
+ * touches, written from the item's offset. One thread per item writes the
+ * keys of a small item; an item with more than EMIT_COOP tiles (a Gaussian
+ * near the camera covers thousands) is written by its whole warp, 32
+ * consecutive keys at a time: one thread looping over thousands of keys was
+ * a long tail that made emission the largest part of binning (street camera:
+ * 1.37 ms of 2.65). The loop over items is warp-uniform so that the warp can
+ * vote. */
 #define EMIT_COOP 32
 
 struct EmitItem {
     int64_t start, cnt; /* first key slot, number of keys */
     uint64_t base;      /* first tile id of the item's image */
-    uint32_t dkey;      /* depth key */
+    uint32_t rank;      /* depth rank */
     int ok;             /* footprint mode: a valid footprint */
     nurec_footprint f;
 };
@@ -112,15 +147,11 @@ __device__ bool emit_item_init(const nurec_tiles_params& p, int64_t i, int64_t t
     if (e->cnt <= 0) return false;
     e->start = p.offsets[i] - e->cnt;
     if (e->start >= p.capacity) return false;
-    if (p.dtype == NUREC_F64) {
-        const double* r = (const double*)p.records + NUREC_TREC_SIZE * i;
-        e->ok = p.boxes ? 1 : nurec_footprint_of_f64(&e->f, r, p.width, p.height);
-        e->dkey = (uint32_t)rank[i];
-    } else {
-        const float* r = (const float*)p.records + NUREC_TREC_SIZE * i;
-        e->ok = p.boxes ? 1 : nurec_footprint_of_f32(&e->f, r, p.width, p.height);
-        e->dkey = __float_as_uint(r[NUREC_TREC_DEPTH]);
-    }
+    if (p.boxes) e->ok = 1;
+    else if (p.dtype == NUREC_F64)
+        e->ok = nurec_footprint_of_f64(&e->f, (const double*)p.records + NUREC_TREC_SIZE * i, p.width, p.height);
+    else e->ok = nurec_footprint_of_f32(&e->f, (const float*)p.records + NUREC_TREC_SIZE * i, p.width, p.height);
+    e->rank = (uint32_t)rank[i];
     e->base = (uint64_t)((i / p.items_per_image) * tiles);
     return true;
 }
@@ -129,8 +160,9 @@ __device__ bool emit_item_init(const nurec_tiles_params& p, int64_t i, int64_t t
  * lane, lane + step, ... (lane 0, step 1: all of them; lane, 32: its share
  * of a warp's). Any key the geometry cannot name (never when the counts
  * match) is a sentinel. */
+template <typename K>
 __device__ void emit_item(const nurec_tiles_params& p, int64_t i, const EmitItem& e, int lane, int step,
-                          uint64_t sentinel, uint64_t* keys, int32_t* vals) {
+                          int shift, K sentinel, K* keys, int32_t* vals) {
     const int64_t cap = p.capacity;
     const int64_t end = e.start + e.cnt < cap ? e.cnt : cap - e.start; /* keys that fit */
     int64_t k = 0; /* keys named so far (uniform over the lanes) */
@@ -139,7 +171,7 @@ __device__ void emit_item(const nurec_tiles_params& p, int64_t i, const EmitItem
         int64_t n = nurec_box_count(bx, p.tiles_x, p.tiles_y);
         if (n > end) n = end;
         for (int64_t q = lane; q < n; q += step) {
-            keys[e.start + q] = ((e.base + (uint64_t)nurec_box_tile(bx, q, p.tiles_x)) << 32) | e.dkey;
+            keys[e.start + q] = ((K)(e.base + (uint64_t)nurec_box_tile(bx, q, p.tiles_x)) << shift) | e.rank;
             vals[e.start + q] = (int32_t)i;
         }
         k = n;
@@ -151,7 +183,7 @@ __device__ void emit_item(const nurec_tiles_params& p, int64_t i, const EmitItem
             int64_t w = b - a + 1;
             if (w > end - k) w = end - k;
             for (int64_t q = lane; q < w; q += step) {
-                keys[e.start + k + q] = ((row + (uint64_t)q) << 32) | e.dkey;
+                keys[e.start + k + q] = ((K)(row + (uint64_t)q) << shift) | e.rank;
                 vals[e.start + k + q] = (int32_t)i;
             }
             k += w;
@@ -163,12 +195,13 @@ __device__ void emit_item(const nurec_tiles_params& p, int64_t i, const EmitItem
     }
 }
 
+template <typename K>
 __global__ void __launch_bounds__(TILES_THREADS)
-emit_kernel(nurec_tiles_params p, uint64_t* keys, int32_t* vals, const int32_t* rank) {
+emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32_t* rank) {
     const int64_t P = num_items(&p);
     const int64_t cap = p.capacity;
     const int64_t tiles = (int64_t)p.tiles_x * p.tiles_y;
-    const uint64_t sentinel = ((uint64_t)(p.num_images * tiles) << 32) | 0xffffffffu;
+    const K sentinel = ((K)(p.num_images * tiles) << shift) | (((K)1 << shift) - 1);
     const int64_t total = P > 0 ? p.offsets[P - 1] : 0;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -182,13 +215,13 @@ emit_kernel(nurec_tiles_params p, uint64_t* keys, int32_t* vals, const int32_t* 
         EmitItem e;
         const bool has = i < P && emit_item_init(p, i, tiles, rank, &e);
         const bool coop = has && e.cnt > EMIT_COOP;
-        if (has && !coop) emit_item(p, i, e, 0, 1, sentinel, keys, vals);
+        if (has && !coop) emit_item(p, i, e, 0, 1, shift, sentinel, keys, vals);
         for (unsigned m = __ballot_sync(0xffffffffu, coop); m != 0; m &= m - 1) {
             const int src = __ffs(m) - 1;
             const int64_t j = i0 + src;
             EmitItem ej;
             emit_item_init(p, j, tiles, rank, &ej); /* every lane: the same item */
-            emit_item(p, j, ej, lane, 32, sentinel, keys, vals);
+            emit_item(p, j, ej, lane, 32, shift, sentinel, keys, vals);
         }
     }
     for (int64_t j = (total < cap ? total : cap) + tid; j < cap; j += stride) {
@@ -197,18 +230,59 @@ emit_kernel(nurec_tiles_params p, uint64_t* keys, int32_t* vals, const int32_t* 
     }
 }
 
-__global__ void ranges_kernel(const uint64_t* keys, const int64_t* status, int64_t cap,
-                              int64_t ntile, int64_t* ranges) {
+template <typename K>
+__global__ void ranges_kernel(const K* keys, int shift, const int64_t* status, int64_t cap, int64_t ntile,
+                              int64_t* ranges) {
     int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     int64_t n = status[0] < cap ? status[0] : cap;
     if (j >= n) return;
-    uint64_t t = keys[j] >> 32;
+    uint64_t t = (uint64_t)(keys[j] >> shift);
     if (t >= (uint64_t)ntile) return;
-    if (j == 0 || (keys[j - 1] >> 32) != t) ranges[2 * t] = j;
-    if (j == n - 1 || (keys[j + 1] >> 32) != t) ranges[2 * t + 1] = j + 1;
+    if (j == 0 || (uint64_t)(keys[j - 1] >> shift) != t) ranges[2 * t] = j;
+    if (j == n - 1 || (uint64_t)(keys[j + 1] >> shift) != t) ranges[2 * t + 1] = j + 1;
 }
 
 unsigned blocks_for(int64_t n) { return (unsigned)((n + TILES_THREADS - 1) / TILES_THREADS); }
+
+// The items' depth ranks (a stable sort of their depth keys).
+template <typename R, typename DK>
+int depth_ranks(const nurec_tiles_params* p, const Layout& L, char* w, cudaStream_t s, int32_t* rank) {
+    const int64_t P = num_items(p);
+    DK* dk_in = (DK*)(w + L.dkeys_in);
+    DK* dk_out = (DK*)(w + L.dkeys_out);
+    int32_t* dv_in = (int32_t*)(w + L.dvals_in);
+    int32_t* dv_out = (int32_t*)(w + L.dvals_out);
+    depth_bits_kernel<R, DK><<<blocks_for(P), TILES_THREADS, 0, s>>>((const R*)p->records, P, dk_in, dv_in);
+    size_t bytes = L.dsort_bytes;
+    if (cub::DeviceRadixSort::SortPairs(w + L.dsort_tmp, bytes, dk_in, dk_out, dv_in, dv_out, P, 0,
+                                        (int)(8 * sizeof(DK)), s) != cudaSuccess)
+        return NUREC_ERR_CUDA;
+    rank_scatter_kernel<<<blocks_for(P), TILES_THREADS, 0, s>>>(dv_out, P, rank);
+    return NUREC_OK;
+}
+
+// Emission, the sort of the entries and the tile ranges, with K-wide keys.
+template <typename K>
+int bin_entries(const nurec_tiles_params* p, const Layout& L, const KeyBits& kb, char* w, cudaStream_t s,
+                const int32_t* rank) {
+    const int64_t P = num_items(p), cap = p->capacity;
+    const int64_t ntile = p->num_images * p->tiles_x * (int64_t)p->tiles_y;
+    K* keys_in = (K*)(w + L.keys_in);
+    K* keys_out = (K*)(w + L.keys_out);
+    int32_t* vals_in = (int32_t*)(w + L.vals_in);
+    unsigned eb = blocks_for(P > 0 ? P : 1);
+    unsigned tail = blocks_for(cap) < 4096 ? blocks_for(cap) : 4096;
+    if (tail > eb) eb = tail;
+    emit_kernel<K><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
+    if (cap == 0) return NUREC_OK;
+    size_t bytes = L.sort_bytes;
+    if (cub::DeviceRadixSort::SortPairs(w + L.sort_tmp, bytes, keys_in, keys_out, vals_in, p->isect_items,
+                                        cap, 0, kb.end, s) != cudaSuccess)
+        return NUREC_ERR_CUDA;
+    ranges_kernel<K><<<blocks_for(cap), TILES_THREADS, 0, s>>>(keys_out, kb.rank, p->status, cap, ntile,
+                                                               p->tile_ranges);
+    return NUREC_OK;
+}
 
 }  // namespace
 
@@ -220,14 +294,11 @@ extern "C" size_t nurec_tiles_workspace_bytes(const nurec_tiles_params* p) {
 
 extern "C" int nurec_tiles_bin_cuda(const nurec_tiles_params* p, void* stream) {
     cudaStream_t s = (cudaStream_t)stream;
-    const int64_t P = num_items(p), cap = p->capacity;
+    const int64_t P = num_items(p);
     const int64_t ntile = p->num_images * p->tiles_x * (int64_t)p->tiles_y;
     Layout L;
     if (!layout_of(p, &L) || p->workspace_bytes < L.total) return NUREC_ERR_CUDA;
     char* w = (char*)(((uintptr_t)p->workspace + 255) & ~(uintptr_t)255);
-    uint64_t* keys_in = (uint64_t*)(w + L.keys_in);
-    uint64_t* keys_out = (uint64_t*)(w + L.keys_out);
-    int32_t* vals_in = (int32_t*)(w + L.vals_in);
     if (ntile > 0 && cudaMemsetAsync(p->tile_ranges, 0, sizeof(int64_t) * 2 * (size_t)ntile, s) != cudaSuccess)
         return NUREC_ERR_CUDA;
     if (P > 0) {
@@ -236,32 +307,14 @@ extern "C" int nurec_tiles_bin_cuda(const nurec_tiles_params* p, void* stream) {
             cudaSuccess)
             return NUREC_ERR_CUDA;
     }
-    const int32_t* rank = nullptr;
-    if (p->dtype == NUREC_F64 && P > 0) {
-        uint64_t* dk_in = (uint64_t*)(w + L.dkeys_in);
-        uint64_t* dk_out = (uint64_t*)(w + L.dkeys_out);
-        int32_t* dv_in = (int32_t*)(w + L.dvals_in);
-        int32_t* dv_out = (int32_t*)(w + L.dvals_out);
-        int32_t* rk = (int32_t*)(w + L.rank);
-        depth_bits_kernel<<<blocks_for(P), TILES_THREADS, 0, s>>>((const double*)p->records, P, dk_in, dv_in);
-        size_t bytes = L.dsort_bytes;
-        if (cub::DeviceRadixSort::SortPairs(w + L.dsort_tmp, bytes, dk_in, dk_out, dv_in, dv_out, P,
-                                            0, 64, s) != cudaSuccess)
-            return NUREC_ERR_CUDA;
-        rank_scatter_kernel<<<blocks_for(P), TILES_THREADS, 0, s>>>(dv_out, P, rk);
-        rank = rk;
-    }
-    unsigned eb = blocks_for(P > 0 ? P : 1);
-    unsigned tail = blocks_for(cap) < 4096 ? blocks_for(cap) : 4096;
-    if (tail > eb) eb = tail;
-    emit_kernel<<<eb, TILES_THREADS, 0, s>>>(*p, keys_in, vals_in, rank);
-    if (cap > 0) {
-        size_t bytes = L.sort_bytes;
-        if (cub::DeviceRadixSort::SortPairs(w + L.sort_tmp, bytes, keys_in, keys_out, vals_in,
-                                            p->isect_items, cap, 0, key_end_bit(p), s) != cudaSuccess)
-            return NUREC_ERR_CUDA;
-        ranges_kernel<<<blocks_for(cap), TILES_THREADS, 0, s>>>(keys_out, p->status, cap, ntile,
-                                                               p->tile_ranges);
-    }
+    int32_t* rank = (int32_t*)(w + L.rank);
+    int st = NUREC_OK;
+    if (P > 0)
+        st = p->dtype == NUREC_F64 ? depth_ranks<double, uint64_t>(p, L, w, s, rank)
+                                   : depth_ranks<float, uint32_t>(p, L, w, s, rank);
+    if (st != NUREC_OK) return st;
+    const KeyBits kb = key_bits(p);
+    st = kb.wide ? bin_entries<uint64_t>(p, L, kb, w, s, rank) : bin_entries<uint32_t>(p, L, kb, w, s, rank);
+    if (st != NUREC_OK) return st;
     return cudaGetLastError() == cudaSuccess ? NUREC_OK : NUREC_ERR_CUDA;
 }
