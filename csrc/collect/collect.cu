@@ -1,5 +1,6 @@
-/* CUDA kernels of collect_gaussian_parameters. Forward: one launch, one
- * thread per Gaussian. Backward: a memset of the pose gradient and one
+/* CUDA kernels of collect_gaussian_parameters. Forward: one launch, a warp
+ * per 32 Gaussians (float32, int32 ids, aligned buffers) or a thread per
+ * Gaussian (anything else). Backward: a memset of the pose gradient and one
  * launch; the pose-gradient reduction over a track's Gaussians is done in
  * registers (warp shuffles) and shared memory first, so a block issues a
  * handful of global atomics instead of one per Gaussian. */
@@ -11,11 +12,6 @@
 #include <stdint.h>
 
 #define NUREC_COLLECT_THREADS 128
-/* Gaussians a block of the staged float32 forward takes (48 bytes of shared
-   memory each). NUREC_OPS_COLLECT_STAGED overrides it, for measuring: one
-   of 128, 256, 512, 1024 (read once). */
-#define NUREC_COLLECT_STAGED 512
-#include <stdlib.h>
 #define NUREC_GENERIC_FILE "collect/collect_cuda_generic.cuh"
 #include "math/generic.h"
 
@@ -29,7 +25,7 @@ static unsigned num_blocks(int64_t n) {
 
 static int aligned16(const void* ptr) { return ((uintptr_t)ptr & 15) == 0; }
 
-/* The staged kernel needs float32, int32 ids and 16-byte aligned buffers
+/* The warp kernel needs float32, int32 ids and 16-byte aligned buffers
  * (fresh allocations are; views with an offset may not be). */
 static int all_aligned16(const void* const* ptrs, unsigned n) {
     for (unsigned k = 0; k < n; ++k)
@@ -37,41 +33,21 @@ static int all_aligned16(const void* const* ptrs, unsigned n) {
     return 1;
 }
 
-static int can_stage(const nurec_collect_params* p) {
+static int can_vectorize(const nurec_collect_params* p) {
     if (p->dtype != NUREC_F32 || p->ids_are_int64) return 0;
     const void* ptrs[] = {p->means, p->quats, p->log_scales, p->opacity_logits, p->track_ids,
                           p->means_w, p->quats_w, p->scales, p->opacities};
     return all_aligned16(ptrs, sizeof(ptrs) / sizeof(ptrs[0]));
 }
 
-static int staged_per_block(void) {
-    static int n = 0;
-    if (n == 0) {
-        const char* e = getenv("NUREC_OPS_COLLECT_STAGED");
-        int v = e ? atoi(e) : 0;
-        n = v == 128 || v == 256 || v == 512 || v == 1024 ? v : NUREC_COLLECT_STAGED;
-    }
-    return n;
-}
-
 extern "C" int nurec_collect_forward_cuda(const nurec_collect_params* p, void* stream) {
     if (p->num_gaussians == 0) return NUREC_OK;
-    int staged = can_stage(p);
-    int per_block = staged ? staged_per_block() : NUREC_COLLECT_THREADS;
+    /* both kernels: NUREC_COLLECT_THREADS Gaussians per block */
     nurec_launch l;
-    nurec_launch_init(&l, (unsigned)((p->num_gaussians + per_block - 1) / per_block),
-                      NUREC_COLLECT_THREADS, (cudaStream_t)stream, p->after_track_poses);
+    nurec_launch_init(&l, num_blocks(p->num_gaussians), NUREC_COLLECT_THREADS, (cudaStream_t)stream,
+                      p->after_track_poses);
     cudaError_t e;
-    if (staged) {
-        l.config.dynamicSmemBytes = (size_t)per_block * 12 * sizeof(float);
-        static int smem_set = 0; /* above 48 KB needs an opt-in, once per process */
-        if (per_block * 12 * sizeof(float) > 48 * 1024 && !smem_set) {
-            cudaFuncSetAttribute(collect_forward_staged_kernel_f32, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)(per_block * 12 * sizeof(float)));
-            smem_set = 1;
-        }
-        e = cudaLaunchKernelEx(&l.config, collect_forward_staged_kernel_f32, *p, per_block);
-    }
+    if (can_vectorize(p)) e = cudaLaunchKernelEx(&l.config, collect_forward_warp_kernel_f32, *p);
     else if (p->dtype == NUREC_F32) e = cudaLaunchKernelEx(&l.config, collect_forward_kernel_f32, *p);
     else if (p->dtype == NUREC_F64) e = cudaLaunchKernelEx(&l.config, collect_forward_kernel_f64, *p);
     else return NUREC_ERR_DTYPE;
@@ -85,7 +61,7 @@ extern "C" int nurec_collect_backward_cuda(const nurec_collect_params* p, void* 
         cudaMemsetAsync(p->grad_track_poses, 0, elem * 7 * (size_t)p->num_tracks, s) != cudaSuccess)
         return NUREC_ERR_CUDA;
     if (p->num_gaussians == 0) return NUREC_OK;
-    /* (A backward staged through shared memory like the forward measured
+    /* (A backward staged through shared memory, as the forward once was, measured
        slower on the H200, 40 vs 28 us: benchmarks/RESULTS.md.) */
     unsigned b = num_blocks(p->num_gaussians);
     if (p->dtype == NUREC_F32) collect_backward_kernel_f32<<<b, NUREC_COLLECT_THREADS, 0, s>>>(*p);

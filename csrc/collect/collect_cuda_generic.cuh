@@ -47,54 +47,81 @@ NR(collect_forward_kernel)(nurec_collect_params p) {
 }
 
 #if !R_IS_F64
-/* Copies n floats between global and shared memory with the whole block,
- * 16 bytes per thread and access, consecutive threads on consecutive
- * addresses (both ends 16-byte aligned; the launcher checks global). */
-__device__ __forceinline__ void nurec_block_copy_f32(float* dst, const float* src, int n) {
-    int n4 = n / 4;
-    for (int k = threadIdx.x; k < n4; k += blockDim.x)
-        ((float4*)dst)[k] = ((const float4*)src)[k];
-    for (int k = 4 * n4 + threadIdx.x; k < n; k += blockDim.x) dst[k] = src[k];
+/* float32 with int32 ids and 16-byte aligned buffers: a warp takes 32
+ * consecutive Gaussians, and every global access is a coalesced 16-byte one
+ * whatever the row width. The 32 rows of 3 floats (means, log-scales, and
+ * the outputs' means and scales) travel as 24 float4s on lanes 0..23 and
+ * are redistributed by shuffles. No shared memory and no block barrier: each
+ * warp loads, computes and stores on its own, so the loads and stores of
+ * different warps overlap. (A block-wide shared-memory staging, all of a
+ * block's loads, then its compute, then its stores, ran 15.3-16.5 us on the
+ * street scene against 14.8-14.9 for this; benchmarks/RESULTS.md.) */
+__device__ __forceinline__ float nurec_pick4(const float v[4], int c) {
+    return c == 0 ? v[0] : c == 1 ? v[1] : c == 2 ? v[2] : v[3];
 }
 
-/* float32 with int32 ids: a block stages `staged` Gaussians (a multiple of
- * 4; dynamic shared memory, 48 bytes each) in shared memory, so that every
- * global load and store is a coalesced 16-byte access whatever the row
- * width (3 or 4 floats), then each thread works on its Gaussians from
- * shared memory and the results leave the same way. */
-__global__ void __launch_bounds__(NUREC_COLLECT_THREADS)
-NR(collect_forward_staged_kernel)(nurec_collect_params p, int staged) {
-    extern __shared__ __align__(16) float s_stage[];
-    float* s_means = s_stage;                /* 3 * staged */
-    float* s_quats = s_means + 3 * staged;   /* 4 * staged, 16-byte aligned */
-    float* s_scales = s_quats + 4 * staged;  /* 3 * staged */
-    float* s_opac = s_scales + 3 * staged;   /* staged */
-    int* s_ids = (int*)(s_opac + staged);    /* staged */
-    int64_t g0 = (int64_t)blockIdx.x * staged;
-    int nb = (int)min((int64_t)staged, p.num_gaussians - g0);
-    nurec_block_copy_f32(s_means, (const float*)p.means + 3 * g0, 3 * nb);
-    nurec_block_copy_f32(s_quats, (const float*)p.quats + 4 * g0, 4 * nb);
-    nurec_block_copy_f32(s_scales, (const float*)p.log_scales + 3 * g0, 3 * nb);
-    nurec_block_copy_f32(s_opac, (const float*)p.opacity_logits + g0, nb);
-    nurec_block_copy_f32((float*)s_ids, (const float*)p.track_ids + g0, nb);
-    __syncthreads();
-    /* each thread reads its rows and writes its results in place */
-    for (int j = threadIdx.x; j < nb; j += blockDim.x) {
-        float m[3] = {s_means[3 * j], s_means[3 * j + 1], s_means[3 * j + 2]};
-        float4 qv = ((const float4*)s_quats)[j];
-        float q[4] = {qv.x, qv.y, qv.z, qv.w};
-        float l[3] = {s_scales[3 * j], s_scales[3 * j + 1], s_scales[3 * j + 2]};
-        float mw[3], qw[4], sc[3], o;
-        NR(collect_forward_gaussian)(p, s_ids[j], m, q, l, s_opac[j], mw, qw, sc, &o);
-        for (int c = 0; c < 3; ++c) { s_means[3 * j + c] = mw[c]; s_scales[3 * j + c] = sc[c]; }
-        ((float4*)s_quats)[j] = make_float4(qw[0], qw[1], qw[2], qw[3]);
-        s_opac[j] = o;
+__device__ __forceinline__ float nurec_pick3(const float v[3], int c) {
+    return c == 0 ? v[0] : c == 1 ? v[1] : v[2];
+}
+
+/* Row `lane` (3 floats) of 32 rows held as float4 number `lane` (lanes < 24). */
+__device__ __forceinline__ void nurec_row3_of_vec4s(float4 v, int lane, float r[3]) {
+    const unsigned full = 0xffffffffu;
+    const int f0 = 3 * lane, la = f0 >> 2, lb = (f0 + 2) >> 2;
+    const float a[4] = {__shfl_sync(full, v.x, la), __shfl_sync(full, v.y, la), __shfl_sync(full, v.z, la),
+                        __shfl_sync(full, v.w, la)};
+    const float b[4] = {__shfl_sync(full, v.x, lb), __shfl_sync(full, v.y, lb), __shfl_sync(full, v.z, lb),
+                        __shfl_sync(full, v.w, lb)};
+    for (int c = 0; c < 3; ++c) {
+        const int f = f0 + c;
+        r[c] = (f >> 2) == la ? nurec_pick4(a, f & 3) : nurec_pick4(b, f & 3);
     }
-    __syncthreads();
-    nurec_block_copy_f32((float*)p.means_w + 3 * g0, s_means, 3 * nb);
-    nurec_block_copy_f32((float*)p.quats_w + 4 * g0, s_quats, 4 * nb);
-    nurec_block_copy_f32((float*)p.scales + 3 * g0, s_scales, 3 * nb);
-    nurec_block_copy_f32((float*)p.opacities + g0, s_opac, nb);
+}
+
+/* Float4 number `lane` (meaningful on lanes < 24) of 32 rows of 3 floats,
+ * lane g holding row g. */
+__device__ __forceinline__ float4 nurec_vec4_of_row3s(const float r[3], int lane) {
+    const unsigned full = 0xffffffffu;
+    const int f0 = 4 * lane, ga = min(f0 / 3, 31), gb = min(ga + 1, 31);
+    const float a[3] = {__shfl_sync(full, r[0], ga), __shfl_sync(full, r[1], ga), __shfl_sync(full, r[2], ga)};
+    const float b[3] = {__shfl_sync(full, r[0], gb), __shfl_sync(full, r[1], gb), __shfl_sync(full, r[2], gb)};
+    float o[4];
+    for (int j = 0; j < 4; ++j) {
+        const int f = f0 + j, g = f / 3;
+        o[j] = g == ga ? nurec_pick3(a, f - 3 * g) : nurec_pick3(b, f - 3 * g);
+    }
+    return make_float4(o[0], o[1], o[2], o[3]);
+}
+
+__global__ void __launch_bounds__(NUREC_COLLECT_THREADS)
+NR(collect_forward_warp_kernel)(nurec_collect_params p) {
+    const int lane = threadIdx.x & 31;
+    const int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    const int64_t g0 = 32 * warp;
+    if (g0 >= p.num_gaussians) return; /* whole warps */
+    if (g0 + 32 > p.num_gaussians) {   /* the last, partial group: one Gaussian per lane */
+        if (g0 + lane < p.num_gaussians) NR(collect_forward_scalar)(p, g0 + lane);
+        return;
+    }
+    const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
+    const int64_t v3 = 24 * warp + lane; /* this lane's float4 of the 3-float rows */
+    const float4 vm = lane < 24 ? ((const float4*)p.means)[v3] : zero;
+    const float4 vl = lane < 24 ? ((const float4*)p.log_scales)[v3] : zero;
+    const float4 vq = ((const float4*)p.quats)[g0 + lane];
+    const float logit = ((const float*)p.opacity_logits)[g0 + lane];
+    const int id = ((const int*)p.track_ids)[g0 + lane];
+    float m[3], l[3], q[4] = {vq.x, vq.y, vq.z, vq.w};
+    nurec_row3_of_vec4s(vm, lane, m);
+    nurec_row3_of_vec4s(vl, lane, l);
+    float mw[3], qw[4], sc[3], o;
+    NR(collect_forward_gaussian)(p, id, m, q, l, logit, mw, qw, sc, &o);
+    const float4 om = nurec_vec4_of_row3s(mw, lane), os = nurec_vec4_of_row3s(sc, lane);
+    if (lane < 24) {
+        ((float4*)p.means_w)[v3] = om;
+        ((float4*)p.scales)[v3] = os;
+    }
+    ((float4*)p.quats_w)[g0 + lane] = make_float4(qw[0], qw[1], qw[2], qw[3]);
+    ((float*)p.opacities)[g0 + lane] = o;
 }
 #endif
 
