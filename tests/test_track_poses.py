@@ -122,6 +122,28 @@ def test_parity_long_tracks(device, dtype):
     check_interp(tr["key_poses"], tr["key_times"], tr["track_ranges"], qt, "nearest")
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("length", [2, 31, 32, 33, 64, 65, 200, 992, 993, 1100])
+def test_parity_search_round_boundaries(device, dtype, length):
+    """Tracks at the edges of the CUDA search's rounds (32 evenly spaced keys
+    per round, the last round once <= 31 keys remain: one round up to 31
+    keys, two up to ~1000), queried exactly on keys at the ends of the
+    sampled segments, between keys, before and after."""
+    tr = make_tracks(12, length, length, dtype=dtype, device=device)
+    qt = query_times_for(tr, "inside", avoid_keys=False).cpu()
+    kt = tr["key_times"].cpu()
+    step = (length + 31) // 32
+    offsets = [0, 1, step - 1, step, length // 2, length - step - 1, length - step, length - 2, length - 1]
+    for k, o in enumerate(offsets):
+        qt[k] = kt[tr["starts"][k] + min(max(o, 0), length - 1)]
+    qt[9] = kt[tr["starts"][9]] - 1
+    qt[10] = kt[tr["starts"][10] + length - 1] + 1
+    qt = qt.to(device)
+    for mode in MODES:
+        check_interp(tr["key_poses"], tr["key_times"], tr["track_ranges"], qt, mode)
+
+
 # --------------------------------------------------------------- gradcheck
 
 @pytest.mark.parametrize("device", DEVICES)
