@@ -3,7 +3,7 @@ nurec_ops.collect vs the eager reference and torch.compile of it, forward and
 forward+backward, on one CUDA device. Prints a table; see timing.py for what
 each column means.
 
-    python benchmarks/bench_collect.py [--no-compile] [--dtype float32]
+    python benchmarks/bench_collect.py [--no-compile] [--fused-only] [--dtype float32]
 """
 import argparse
 import os
@@ -34,6 +34,8 @@ def main():
     ap.add_argument("--no-compile", action="store_true")
     ap.add_argument("--dtype", default="float32")
     ap.add_argument("--host-profile", action="store_true", help="print where the fused call's host time goes")
+    ap.add_argument("--fused-only", action="store_true",
+                    help="leave the baselines out (for comparing kernel variants; not for reporting)")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     scene = make_street_scene("cuda", dtype)
@@ -52,8 +54,10 @@ def main():
         out = f(*params, *rest, key_poses, *keys)
         torch.autograd.grad(out, params + [key_poses], cot)
 
-    impls = [("nurec_ops (fused)", nurec_ops.collect), ("reference (eager)", reference.collect)]
-    if not args.no_compile:
+    impls = [("nurec_ops (fused)", nurec_ops.collect)]
+    if not args.fused_only:
+        impls.append(("reference (eager)", reference.collect))
+    if not args.no_compile and not args.fused_only:
         impls.append(("reference (torch.compile)", torch.compile(reference.collect)))
     with torch.no_grad():
         cot = [torch.randn_like(o) for o in nurec_ops.collect(*params, *rest, key_poses, *keys)]

@@ -6,7 +6,7 @@ loops, e.g. the lidar backward kernel's occupancy and stall reasons:
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \\
         python benchmarks/ncu_step.py lidar
 
-    python benchmarks/ncu_step.py {lidar,camera-street,camera-garden3} [--calls 3]
+    python benchmarks/ncu_step.py {lidar,camera-street,camera-garden3,collect} [--calls 3]
 """
 import argparse
 import os
@@ -20,10 +20,17 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("scene", choices=["lidar", "camera-street", "camera-garden3"])
+    ap.add_argument("scene", choices=["lidar", "camera-street", "camera-garden3", "collect"])
     ap.add_argument("--calls", type=int, default=3)
     a = ap.parse_args()
-    if a.scene == "lidar":
+    if a.scene == "collect":  # the collection benchmark's forward, no autograd
+        import nurec_ops
+        from scenes import make_street_scene
+        sc = make_street_scene("cuda", torch.float32)
+        args = [sc[k] for k in ("means", "quats", "log_scales", "opacity_logits", "track_ids", "key_poses",
+                                "key_times", "track_ranges", "query_times")]
+        step = lambda: nurec_ops.collect(*args)  # noqa: E731
+    elif a.scene == "lidar":
         import bench_rasterize_lidar as b
         step = b.make_step(b.street_lidar_scene("cuda", torch.float32, 128, 3600), True)
     else:
