@@ -7,17 +7,17 @@
  * nurec_tile_count in tiles_math.h; 0 = culled). Binning then
  *   1. scans the counts into int64 offsets (64-bit: the number of item-tile
  *      intersections may pass 2^31),
- *   2. emits one 64-bit key per intersection, (image*tiles + tile) << 32 |
- *      depth key, with the item id as value,
- *   3. sorts the keys (stable radix sort over the bits that can be set:
- *      equal depths keep item order),
- *   4. finds each tile's [start, end) range in the sorted list.
+ *   2. ranks the items by depth (a stable sort of the items' depths: equal
+ *      depths keep item order),
+ *   3. emits one key per intersection, (image*tiles + tile) << rank bits |
+ *      the item's depth rank, with the item id as value (4-byte keys when
+ *      that fits in 32 bits, else 8-byte),
+ *   4. sorts the keys (stable radix sort over the bits that can be set),
+ *   5. finds each tile's [start, end) range in the sorted list.
  * (The CPU does the same with one comparison sort on (tile, depth, item).)
- *
- * The depth key is the float32 bit pattern of the depth (exact for float32
- * depths, which are positive); for float64 depths it is the item's rank in a
- * sort of all items by their float64 depth, so float64 keeps exact depth
- * order too.
+ * Ranks instead of the depths' bits make the keys short (30 bits for the
+ * street lidar against 43), so the big sort has fewer passes over fewer
+ * bytes, for one small sort of the items; see csrc/tiles/tiles.cu.
  *
  * On CUDA nothing here synchronizes the host or allocates: the sort buffers
  * have a host-chosen `capacity`. The device writes `status = (needed,
