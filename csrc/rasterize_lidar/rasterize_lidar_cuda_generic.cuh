@@ -269,7 +269,8 @@ __device__ __forceinline__ void NR(rl_forward_body)(const nurec_rasterize_lidar_
      * every 4 chunks: whatever it sees is final, and what it has not seen yet
      * only costs the work it would have done anyway, so the outputs do not
      * depend on the timing. (Its own result for such a ray, flagged stopped
-     * or not, lies behind the cut-off and is never read.) */
+     * or not, lies behind the cut-off: never read, and cleared by the
+     * combine, since the op returns it.) */
     const bool parts_first_walk = w.multi && !fixup;
     for (int64_t b = w.lo; b < w.hi; b += 32, NR(rl_walk_advance)(&walk)) {
         if (parts_first_walk && w.seg > 0 && !done && ((b - w.lo) & 127) == 0)
