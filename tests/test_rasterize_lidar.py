@@ -545,6 +545,7 @@ def test_cuda_parts_outputs_same_every_call():
     reach any output (opcheck compares all of them between two runs)."""
     c = to(full_sensor_scene(), "cuda", torch.float32)
     args = fwd_op_args(c, 8, 64, 1 << 24)
+    bits = lambda t: t.view(torch.uint8) if t.is_floating_point() else t  # noqa: E731  (NaN == NaN too)
     with torch.no_grad():
         first = OPS.rasterize_lidar_fwd(*args)
         assert ((first[11][1:] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
@@ -552,8 +553,7 @@ def test_cuda_parts_outputs_same_every_call():
             poison_allocator("cuda")
             again = OPS.rasterize_lidar_fwd(*args)
             for k, (a, b) in enumerate(zip(first, again)):
-                assert torch.equal(a.view(torch.uint8) if a.is_floating_point() else a,
-                                   b.view(torch.uint8) if b.is_floating_point() else b), f"output {k} differs"
+                assert torch.equal(bits(a), bits(b)), f"output {k} differs"
 
 
 def _gpu_scene(dtype=torch.float32, N=3000, C=2):

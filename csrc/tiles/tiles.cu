@@ -41,6 +41,10 @@ __host__ __device__ int64_t num_items(const nurec_tiles_params* p) {
     return p->num_images * p->items_per_image;
 }
 
+__host__ __device__ int64_t num_tiles(const nurec_tiles_params* p) { /* of all images */
+    return p->num_images * p->tiles_x * (int64_t)p->tiles_y;
+}
+
 /* The key layout of one binning: tile above rank. */
 struct KeyBits {
     int rank;  /* low bits: ranks 0..P-1 */
@@ -52,7 +56,7 @@ KeyBits key_bits(const nurec_tiles_params* p) {
     KeyBits k;
     const int64_t P = num_items(p);
     k.rank = bits_for(P > 1 ? (uint64_t)(P - 1) : 1);
-    k.end = k.rank + bits_for((uint64_t)(p->num_images * p->tiles_x * (int64_t)p->tiles_y));
+    k.end = k.rank + bits_for((uint64_t)num_tiles(p));
     k.wide = k.end > 32;
     return k;
 }
@@ -201,7 +205,7 @@ emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32
     const int64_t P = num_items(&p);
     const int64_t cap = p.capacity;
     const int64_t tiles = (int64_t)p.tiles_x * p.tiles_y;
-    const K sentinel = ((K)(p.num_images * tiles) << shift) | (((K)1 << shift) - 1);
+    const K sentinel = ((K)num_tiles(&p) << shift) | (((K)1 << shift) - 1);
     const int64_t total = P > 0 ? p.offsets[P - 1] : 0;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -266,7 +270,7 @@ template <typename K>
 int bin_entries(const nurec_tiles_params* p, const Layout& L, const KeyBits& kb, char* w, cudaStream_t s,
                 const int32_t* rank) {
     const int64_t P = num_items(p), cap = p->capacity;
-    const int64_t ntile = p->num_images * p->tiles_x * (int64_t)p->tiles_y;
+    const int64_t ntile = num_tiles(p);
     K* keys_in = (K*)(w + L.keys_in);
     K* keys_out = (K*)(w + L.keys_out);
     int32_t* vals_in = (int32_t*)(w + L.vals_in);
@@ -295,7 +299,7 @@ extern "C" size_t nurec_tiles_workspace_bytes(const nurec_tiles_params* p) {
 extern "C" int nurec_tiles_bin_cuda(const nurec_tiles_params* p, void* stream) {
     cudaStream_t s = (cudaStream_t)stream;
     const int64_t P = num_items(p);
-    const int64_t ntile = p->num_images * p->tiles_x * (int64_t)p->tiles_y;
+    const int64_t ntile = num_tiles(p);
     Layout L;
     if (!layout_of(p, &L) || p->workspace_bytes < L.total) return NUREC_ERR_CUDA;
     char* w = (char*)(((uintptr_t)p->workspace + 255) & ~(uintptr_t)255);
