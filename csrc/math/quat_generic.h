@@ -14,9 +14,21 @@ NUREC_HD void NR(quat_normalize)(const real_t q[4], real_t out[4],
         *inv_norm = (real_t)0;
         return;
     }
-    real_t s0 = q[0] / m, s1 = q[1] / m, s2 = q[2] / m, s3 = q[3] / m;
-    real_t n = R_SQRT(s0 * s0 + s1 * s1 + s2 * s2 + s3 * s3);
-    out[0] = s0 / n; out[1] = s1 / n; out[2] = s2 / n; out[3] = s3 / n;
+    /* Multiplications by reciprocals, not 9 divisions: on the GPU an IEEE
+     * division is a sequence of ~10 dependent instructions, and a track pose
+     * runs three normalizations in a row (the pose kernel is one warp's
+     * chain of dependent instructions). 1 / m overflows only for m below the
+     * smallest normal number: there the divisions stay. */
+    const real_t rm = (real_t)1 / m;
+    real_t s[4];
+    if (rm * (real_t)0 == (real_t)0) {
+        for (int c = 0; c < 4; ++c) s[c] = q[c] * rm;
+    } else {
+        for (int c = 0; c < 4; ++c) s[c] = q[c] / m;
+    }
+    const real_t n = R_SQRT(s[0] * s[0] + s[1] * s[1] + s[2] * s[2] + s[3] * s[3]); /* in [1, 2] */
+    const real_t rn = (real_t)1 / n;
+    for (int c = 0; c < 4; ++c) out[c] = s[c] * rn;
     *inv_norm = (real_t)1 / (m * n);
 }
 
@@ -103,9 +115,9 @@ NUREC_HD void NR(slerp)(const real_t ql[4], const real_t qr[4], real_t a,
     if (th < (real_t)NUREC_SLERP_MIN_ANGLE) {
         cl = 1 - a; cr = a;
     } else {
-        real_t s = R_SIN(th);
-        cl = R_SIN((1 - a) * th) / s;
-        cr = R_SIN(a * th) / s;
+        real_t rs = (real_t)1 / R_SIN(th);
+        cl = R_SIN((1 - a) * th) * rs;
+        cr = R_SIN(a * th) * rs;
     }
     for (int c = 0; c < 4; ++c) o[c] = cl * ql[c] + cr * qr[c];
 }
