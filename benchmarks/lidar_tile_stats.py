@@ -87,13 +87,17 @@ def warp_rows(out, model, tile_cols=256):
             rec = records[(items[s:e].long() % records.shape[0])]
             thr, A, B, C, u, v = rec[:, 7], rec[:, 2], rec[:, 3], rec[:, 4], rec[:, 0], rec[:, 1]
             d = A * C - B * B
-            ea, ee = torch.sqrt(thr * C / d) * grow + pad, torch.sqrt(thr * A / d) * grow + pad
+            # rl_may_reach on a one-row window: the row's slice of the ellipse
+            dy = el[i] - v
+            disc = A * thr * grow * grow - d * dy * dy
+            hw = torch.sqrt(disc.clamp(min=0)) / A + pad
+            ctr = u - B * dy / A
             for j0 in range(bx * tile_cols, min((bx + 1) * tile_cols, W), 32):
                 js = torch.arange(j0, min(j0 + 32, W))
                 raz = caz[js] + roff[i]
-                half = wrap(raz - raz[0]).abs().max()
-                reach = ~((wrap(u - raz[0]).abs() - half > ea) | (v - ee > el[i]) | (v + ee < el[i]))
-                reach |= torch.isnan(u)
+                rel = wrap(raz - raz[0])  # the window, centred on the warp's rays (rl_warp_window)
+                mid, half = raz[0] + (rel.min() + rel.max()) / 2, (rel.max() - rel.min()) / 2
+                reach = ~((disc < 0) | (wrap(ctr - mid).abs() - half > hw))
                 lw = last[i, js]
                 fend = min(e - s, int(lw.max()) + 32) if bool((final_T[i, js] < 1e-2).all()) else e - s
                 bend = int(lw.max())

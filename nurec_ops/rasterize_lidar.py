@@ -23,7 +23,7 @@ _POLICY = _binning.policy(_OP)
 # _SEGMENTS = 0 turns the cutting off. Environment variables
 # override the defaults, for measuring.
 _SEGMENTS = int(os.environ.get("NUREC_OPS_RL_SEGMENTS", "16"))
-_SEGMENT_MIN = int(os.environ.get("NUREC_OPS_RL_SEGMENT_MIN", "2048"))
+_SEGMENT_MIN = int(os.environ.get("NUREC_OPS_RL_SEGMENT_MIN", "512"))
 
 
 def default_eps2d(num_columns):
@@ -82,8 +82,9 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     sides) are only a schedule: each Gaussian's rectangle of tiles covers
     every ray inside its opacity-aware ellipse (plus a rounding margin), rows
     found by a scan of the real row elevations and columns by a search of the
-    azimuths, so outputs do not depend on tiling. On CUDA a tile list longer
-    than 2,048 entries is composited in up to 16 parts in parallel and
+    azimuths, less the tiles that the ellipse's slice at their row's
+    elevation misses, so outputs do not depend on tiling. On CUDA a tile list
+    longer than 512 entries is composited in up to 16 parts in parallel and
     chained per ray (the same result up to rounding; the parts' per-ray state,
     16 x rays x (D + 3) values, zeroed each call, is kept until the backward;
     ``NUREC_OPS_RL_SEGMENTS`` / ``NUREC_OPS_RL_SEGMENT_MIN`` at import change

@@ -244,6 +244,44 @@ def test_tiling_independence(device):
         assert_close(x, y, torch.float64)
 
 
+def _qmul(a, b):
+    w1, x1, y1, z1 = a
+    w2, x2, y2, z2 = b
+    return (w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_binning_cuts_tiles_no_ray_reaches(device):
+    """A Gaussian's tile rectangle spans its rows' whole spread of azimuth
+    offsets; the binning keeps only the tiles its ellipse reaches on their
+    own row (rl_box_cut). A thin Gaussian tilted 45 degrees in azimuth and
+    elevation, on every 4th row of the real sensor (full width: 15 tiles
+    per row): every (row, tile) that a ray with alpha > 0 lies in is binned,
+    the rectangle is not (the real offsets move it between two tiles from
+    row to row), and the image matches the reference."""
+    el, az, off = reduce_lidar_model(load_lidar_model(dtype=torch.float64, device=device), 4, 1)
+    c, s = math.cos(math.pi / 8), math.sin(math.pi / 8)
+    q = _qmul((c, s, 0.0, 0.0), (math.cos(math.pi / 4), 0.0, 0.0, math.sin(math.pi / 4)))  # local x -> (0, 1, 1)/sqrt 2
+    f64 = dict(dtype=torch.float64, device=device)
+    scene = dict(means=torch.tensor([[10.0, 0.0, 0.0]], **f64), quats=torch.tensor([q], **f64),
+                 scales=torch.tensor([[1.0, 0.02, 0.02]], **f64), opacities=torch.tensor([0.9], **f64),
+                 features=torch.ones(1, 1, **f64), viewmats=torch.eye(4, **f64)[None],
+                 row_elevations=el, column_azimuths=az, row_azimuth_offsets=off)
+    out = OPS.rasterize_lidar_fwd(*fwd_op_args(scene, 0, 1, 1 << 16))
+    alpha, ranges = out[2][0, :, :, 0].cpu(), out[6][0].cpu()
+    tile_cols = 256  # NUREC_RL_TILE_COLS (csrc/rasterize_lidar/rasterize_lidar.h)
+    assert ranges.shape[1] == -(-az.shape[0] // tile_cols)
+    reached = {(i, j // tile_cols) for i, j in (alpha > 0).nonzero().tolist()}
+    binned = {(i, t) for i, t in ((ranges[..., 1] - ranges[..., 0]) > 0).nonzero().tolist()}
+    rows, tiles = {i for i, _ in binned}, {t for _, t in binned}
+    assert len(reached) > 10 and len(tiles) > 1
+    assert reached <= binned
+    assert len(binned) < len(rows) * len(tiles)  # the rectangle was cut
+    for a, e in zip(run(nurec_ops.rasterize_lidar, scene), run(ref.rasterize_lidar, scene)):
+        assert_close(a, e, torch.float64)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_geometric_sphere(device):
     """No reference: the lidar sits 1.5 m off the centre of an opaque sphere

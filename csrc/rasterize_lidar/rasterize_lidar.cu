@@ -13,13 +13,14 @@
  * Register budget of the backward (ptxas, nvcc 13, sm_90): with RL_CH = 2
  * channels per pass (lidar features: intensity, ray-drop logit), the
  * warp-level list walk and its loads of the next chunk in flight, the
- * float32 backward takes 80 registers (16 B spilled since the list parts'
- * bookkeeping) at 256 threads x RL_BWD_MIN_BLOCKS_F32 = 3 blocks per SM
- * (37.5% theoretical occupancy); 4 blocks (64 registers, NuRec's lidar
- * budget) spill 32 B. Forward: 74 registers. Measured on the H200 (street
- * scene, benchmarks/RESULTS.md): blocks of 32 to 256 threads alike; cutting
- * the long lists into 16 parts 5.65 -> 4.25 ms forward + backward. See
- * NUREC_OPS_PTXAS_VERBOSE=1. */
+ * float32 backward takes 80 registers (12 B spilled) at 256 threads x
+ * RL_BWD_MIN_BLOCKS_F32 = 3 blocks per SM (37.5% theoretical occupancy);
+ * 4 blocks (64 registers, NuRec's lidar budget) spill 32 B. Forward: 80
+ * registers, its second walk 73. Measured on the H200 (street scene,
+ * benchmarks/RESULTS.md): blocks of 32 to 256 threads alike; cutting the
+ * long lists into 16 parts 5.65 -> 4.25 ms forward + backward; culling by
+ * the row's slice of each ellipse (walks) and cutting the tile rectangles
+ * the same way (binning) 3.71 -> 3.06 ms. See NUREC_OPS_PTXAS_VERBOSE=1. */
 #include <cuda_runtime.h>
 #include <stdlib.h>
 
@@ -30,6 +31,10 @@ extern "C" {
 #define NUREC_HD_DEV static __device__ __forceinline__
 #define RL_PROJ_THREADS 256
 #define RL_BLOCK (NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS) /* one thread per ray of a tile */
+/* Tile columns whose azimuth spans the projection keeps in shared memory
+   (16 B each; a wider sensor reads the column azimuths instead): the cut of
+   the rectangles reads them for every tile (rl_box_cut) */
+#define RL_SPANS_SMEM_MAX 2048
 #if RL_BLOCK % 32 != 0
 #error "a lidar tile must be a whole number of warps (warp shuffles in the backward)"
 #endif
@@ -124,8 +129,9 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
     set_carveouts();
     if (P > 0) {
         unsigned b = blocks_for(P, RL_PROJ_THREADS);
-        if (f64) rl_project_kernel_f64<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
-        else rl_project_kernel_f32<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
+        const size_t smem = p->tiles_x <= RL_SPANS_SMEM_MAX ? 2 * sizeof(double) * (size_t)p->tiles_x : 0;
+        if (f64) rl_project_kernel_f64<<<b, RL_PROJ_THREADS, smem, s>>>(*p);
+        else rl_project_kernel_f32<<<b, RL_PROJ_THREADS, smem, s>>>(*p);
         if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
     }
     nurec_tiles_params t;

@@ -26,11 +26,11 @@ static void NR(rl_project_cpu)(const nurec_rasterize_lidar_params* p) {
                                      (real_t)p->eps2d, &P, rec);
             int64_t cnt = 0;
             box[0] = box[1] = box[2] = -1;
-            box[3] = 0;
+            box[3] = box[4] = box[5] = 0;
             if (vis)
                 cnt = NR(rl_box)(rec, (const real_t*)p->row_elevations,
                                  (const real_t*)p->column_azimuths,
-                                 (const real_t*)p->row_azimuth_offsets, p->rows, p->cols,
+                                 (const real_t*)p->row_azimuth_offsets, NULL, p->rows, p->cols,
                                  p->tiles_x, p->tiles_y, box);
             p->counts[it] = cnt;
         }

@@ -138,6 +138,68 @@ NUREC_HD int NR(rl_col_search)(const real_t* az, int W, double dir, double v, in
     return lo;
 }
 
+/* Cuts out of a tile rectangle (one sensor row per tile row) the tiles
+ * that the ellipse does not reach on their row: the row's elevation cuts
+ * the ellipse d^T Q d <= thr (widened as the rectangle is) in the azimuth
+ * interval centred at dx = -B dy / A, with half-width
+ * sqrt(A thr - det dy^2) / A (dy = row elevation - v); a tile whose rays'
+ * azimuths (columns plus the row's offset) all lie outside it is cut. A
+ * rectangle spans its rows' whole spread of azimuth offsets (-4.5 to +11
+ * degrees on the real sensor) and its ellipse's bounding box: on the street
+ * scene a third of its tiles are reached by no ray (5.8 M -> 3.7 M
+ * entries). The first 64 tiles of the rectangle can be cut (tiles.h).
+ * spans: each tile column's azimuth span (rl_tile_span, 2 per tile column:
+ * the CUDA projection keeps them in shared memory) or NULL (computed here). */
+NUREC_HD void NR(rl_tile_span)(const real_t* col_az, int W, int tx, double span[2]) {
+    const int j0 = tx * NUREC_RL_TILE_COLS;
+    const int j1 = j0 + NUREC_RL_TILE_COLS <= W ? j0 + NUREC_RL_TILE_COLS - 1 : W - 1;
+    const double a0 = (double)col_az[j0], a1 = (double)col_az[j1];
+    span[0] = 0.5 * (a0 + a1);
+    span[1] = 0.5 * fabs(a0 - a1);
+}
+
+NUREC_HD void NR(rl_box_cut)(const real_t* rec, const real_t* row_el, const real_t* col_az,
+                             const real_t* row_off, const double* spans, int W, int tiles_x,
+                             int tiles_y, int32_t box[NUREC_BOX_SIZE]) {
+    if (NUREC_RL_TILE_ROWS != 1) return; /* a tile row of several elevations: no cut */
+    const double thr = rec[NUREC_TREC_THR], A = rec[NUREC_TREC_A], B = rec[NUREC_TREC_B],
+                 C = rec[NUREC_TREC_C], u = rec[NUREC_TREC_U], v = rec[NUREC_TREC_V];
+    const double g = 1.0 + NUREC_RL_BOUND_REL, det = A * C - B * B, inv_a = 1.0 / A;
+    const double a_thr = A * thr * g * g;
+    const int64_t n = nurec_box_cells(box, tiles_x, tiles_y);
+    const int ntx = box[3];
+    uint64_t cut = 0;
+    /* per row of the rectangle: its slice (a square root); per tile: a comparison */
+    for (int64_t q0 = 0; q0 < n && q0 < 64; q0 += ntx) {
+        const int i = box[0] + (int)(q0 / ntx);
+        const int m = q0 + ntx <= 64 ? ntx : (int)(64 - q0); /* this row's tiles that can be cut */
+        const double dy = (double)row_el[i] - v;
+        const double disc = a_thr - det * dy * dy;
+        if (disc < 0) {
+            cut |= (m == 64 ? ~(uint64_t)0 : (((uint64_t)1 << m) - 1)) << q0;
+            continue;
+        }
+        const double hw = sqrt(disc) * inv_a + NUREC_RL_BOUND_ABS;
+        const double ctr = u - B * dy * inv_a - (double)row_off[i]; /* in column azimuths */
+        for (int k = 0; k < m; ++k) {
+            int tx = box[2] + k;
+            if (tx >= tiles_x) tx -= tiles_x;
+            double span[2];
+            if (spans) {
+                span[0] = spans[2 * tx];
+                span[1] = spans[2 * tx + 1];
+            } else {
+                NR(rl_tile_span)(col_az, W, tx, span);
+            }
+            double d = ctr - span[0];
+            d -= NUREC_RL_TWO_PI * floor((d + NUREC_RL_PI) * (1.0 / NUREC_RL_TWO_PI)); /* [-pi, pi) */
+            if (fabs(d) - span[1] > hw) cut |= (uint64_t)1 << (q0 + k);
+        }
+    }
+    box[4] = (int32_t)(uint32_t)cut;
+    box[5] = (int32_t)(uint32_t)(cut >> 32);
+}
+
 /* Tile rectangle (tiles.h boxes mode) of a record: the rays (i, j) whose
  * offset to the mean can lie in the opacity-aware ellipse d^T Q d <= thr
  * (widened by NUREC_RL_BOUND_*). Rows: a scan of the real row elevations
@@ -148,10 +210,10 @@ NUREC_HD int NR(rl_col_search)(const real_t* az, int W, double dir, double v, in
  * column continues at column 0 (the seam). Computed in double. Writes box,
  * returns its tile count (0: no ray reached). */
 NUREC_HD int64_t NR(rl_box)(const real_t* rec, const real_t* row_el, const real_t* col_az,
-                            const real_t* row_off, int R, int W, int tiles_x, int tiles_y,
-                            int32_t box[NUREC_BOX_SIZE]) {
+                            const real_t* row_off, const double* spans, int R, int W, int tiles_x,
+                            int tiles_y, int32_t box[NUREC_BOX_SIZE]) {
     box[0] = box[1] = box[2] = -1;
-    box[3] = 0;
+    box[3] = box[4] = box[5] = 0;
     double thr = rec[NUREC_TREC_THR], A = rec[NUREC_TREC_A], B = rec[NUREC_TREC_B],
            C = rec[NUREC_TREC_C];
     if (R <= 0 || W <= 0 || !(thr >= 0.0) || !(A > 0.0) || !(C > 0.0)) return 0;
@@ -209,6 +271,7 @@ NUREC_HD int64_t NR(rl_box)(const real_t* rec, const real_t* row_el, const real_
     }
     box[2] = t0;
     box[3] = ntx;
+    NR(rl_box_cut)(rec, row_el, col_az, row_off, spans, W, tiles_x, tiles_y, box);
     return nurec_box_count(box, tiles_x, tiles_y);
 }
 

@@ -172,13 +172,15 @@ __device__ void emit_item(const nurec_tiles_params& p, int64_t i, const EmitItem
     int64_t k = 0; /* keys named so far (uniform over the lanes) */
     if (p.boxes) {
         const int32_t* bx = p.boxes + NUREC_BOX_SIZE * i;
-        int64_t n = nurec_box_count(bx, p.tiles_x, p.tiles_y);
-        if (n > end) n = end;
-        for (int64_t q = lane; q < n; q += step) {
-            keys[e.start + q] = ((K)(e.base + (uint64_t)nurec_box_tile(bx, q, p.tiles_x)) << shift) | e.rank;
-            vals[e.start + q] = (int32_t)i;
+        const int64_t cells = nurec_box_cells(bx, p.tiles_x, p.tiles_y);
+        for (int64_t q = lane; q < cells; q += step) {
+            const int64_t slot = nurec_box_slot(bx, q);
+            if (slot < 0 || slot >= end) continue; /* cut out; past the capacity */
+            keys[e.start + slot] = ((K)(e.base + (uint64_t)nurec_box_tile(bx, q, p.tiles_x)) << shift) | e.rank;
+            vals[e.start + slot] = (int32_t)i;
         }
-        k = n;
+        const int64_t n = nurec_box_count(bx, p.tiles_x, p.tiles_y);
+        k = n < end ? n : end;
     } else if (e.ok) {
         for (int ty = e.f.py0 / NUREC_TILE; ty <= e.f.py1 / NUREC_TILE && k < end; ++ty) {
             int a, b;

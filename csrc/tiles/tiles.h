@@ -66,12 +66,15 @@ typedef struct nurec_tiles_params {
     const void* records;      /* [P, NUREC_TREC_SIZE] real */
     const int64_t* counts;    /* [P] tiles per item (written by the projection) */
     /* NULL: each item's tiles are those its ellipse crosses (records, cell
-     * units of a regular width x height grid: the camera). Otherwise [P, 4]
-     * int32 tile rectangles (ty0, ty1, tx0, ntx) written by the projection:
-     * tile rows ty0..ty1, and the ntx <= tiles_x tile columns tx0,
-     * tx0 + 1, ... taken modulo tiles_x (a rectangle may wrap around the
-     * last column: the lidar's azimuth seam). counts must equal
-     * (ty1 - ty0 + 1) * ntx (nurec_box_count). */
+     * units of a regular width x height grid: the camera). Otherwise [P, 6]
+     * int32 tile rectangles (ty0, ty1, tx0, ntx, cut_lo, cut_hi) written by
+     * the projection: tile rows ty0..ty1, and the ntx <= tiles_x tile
+     * columns tx0, tx0 + 1, ... taken modulo tiles_x (a rectangle may wrap
+     * around the last column: the lidar's azimuth seam), less the cells cut
+     * out: bit q of the 64-bit cut (cut_hi above cut_lo) drops the q-th
+     * tile of the rectangle in row-major order (tiles past the 64th are
+     * never cut; all bits 0: the whole rectangle). counts must equal
+     * nurec_box_count. */
     const int32_t* boxes;
     int64_t* offsets;         /* [P] out: inclusive scan of counts */
     int64_t capacity;         /* entries of the sorted list (CUDA: host-chosen) */
@@ -82,7 +85,7 @@ typedef struct nurec_tiles_params {
     size_t workspace_bytes;
 } nurec_tiles_params;
 
-#define NUREC_BOX_SIZE 4
+#define NUREC_BOX_SIZE 6
 
 /* CPU, exact. nurec_tiles_scan_cpu fills offsets and returns the total;
  * the caller allocates `isect_items` of that size (capacity = total) and

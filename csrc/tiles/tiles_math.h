@@ -84,19 +84,47 @@ NUREC_HD int nurec_footprint_of_f64(nurec_footprint* f, const double* r, int wid
                                 height);
 }
 
-/* Tile rectangles (boxes mode, tiles.h): the number of tiles of a box (0
- * for an empty or invalid one), and its k-th tile (row-major over the box,
- * columns wrapping modulo tiles_x), k < nurec_box_count. */
-NUREC_HD int64_t nurec_box_count(const int32_t* b, int tiles_x, int tiles_y) {
+/* Tile rectangles (boxes mode, tiles.h). nurec_box_cells: the tiles of
+ * the rectangle (0 for an empty or invalid one); nurec_box_tile: its q-th
+ * tile (row-major over the rectangle, columns wrapping modulo tiles_x),
+ * q < nurec_box_cells; nurec_box_slot: where the q-th tile goes among the
+ * tiles kept (-1: cut out); nurec_box_count: the tiles kept. */
+NUREC_HD int64_t nurec_box_cells(const int32_t* b, int tiles_x, int tiles_y) {
     if (b[0] < 0 || b[1] < b[0] || b[1] >= tiles_y || b[2] < 0 || b[2] >= tiles_x || b[3] <= 0 ||
         b[3] > tiles_x)
         return 0;
     return (int64_t)(b[1] - b[0] + 1) * b[3];
 }
 
-NUREC_HD int64_t nurec_box_tile(const int32_t* b, int64_t k, int tiles_x) {
-    int64_t ty = b[0] + k / b[3];
-    int64_t tx = b[2] + k % b[3];
+NUREC_HD uint64_t nurec_box_cut(const int32_t* b) {
+    return (uint64_t)(uint32_t)b[4] | ((uint64_t)(uint32_t)b[5] << 32);
+}
+
+NUREC_HD int nurec_popcount64(uint64_t x) {
+#ifdef __CUDA_ARCH__
+    return __popcll(x);
+#else
+    return __builtin_popcountll(x);
+#endif
+}
+
+NUREC_HD int64_t nurec_box_count(const int32_t* b, int tiles_x, int tiles_y) {
+    const int64_t n = nurec_box_cells(b, tiles_x, tiles_y);
+    uint64_t cut = nurec_box_cut(b);
+    if (n < 64) cut &= ((uint64_t)1 << n) - 1;
+    return n - nurec_popcount64(cut);
+}
+
+NUREC_HD int64_t nurec_box_slot(const int32_t* b, int64_t q) {
+    const uint64_t cut = nurec_box_cut(b);
+    if (q >= 64) return q - nurec_popcount64(cut);
+    if ((cut >> q) & 1) return -1;
+    return q - nurec_popcount64(cut & (((uint64_t)1 << q) - 1));
+}
+
+NUREC_HD int64_t nurec_box_tile(const int32_t* b, int64_t q, int tiles_x) {
+    int64_t ty = b[0] + q / b[3];
+    int64_t tx = b[2] + q % b[3];
     if (tx >= tiles_x) tx -= tiles_x;
     return ty * tiles_x + tx;
 }
