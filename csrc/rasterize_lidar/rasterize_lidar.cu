@@ -45,6 +45,14 @@ extern "C" {
 #define RL_BWD_MIN_BLOCKS_F32 3            /* 256 x 3: <= 85 registers; the pipelined list walk needs more than 64 (4 blocks spilled 32 B) */
 #endif
 #define RL_BWD_MIN_BLOCKS_F64 1
+/* Register budget of the forward walks: the compiler's own unless
+   RL_FWD_MIN_BLOCKS_F32 is set (a build flag, for measuring: 4 caps the
+   float32 walks at 64 registers, 4 blocks of 256 per SM). */
+#ifdef RL_FWD_MIN_BLOCKS_F32
+#define RL_FWD_BOUNDS __launch_bounds__(RL_BLOCK, sizeof(real_t) == 4 ? RL_FWD_MIN_BLOCKS_F32 : 1)
+#else
+#define RL_FWD_BOUNDS __launch_bounds__(RL_BLOCK)
+#endif
 #ifndef RL_BWD_DIRECT_LANES
 #define RL_BWD_DIRECT_LANES 4              /* up to this many contributing lanes: direct atomics */
 #endif

@@ -355,10 +355,10 @@ __device__ __forceinline__ void NR(rl_forward_body)(const nurec_rasterize_lidar_
 }
 
 /* Two kernels, so that the first walk does not carry the second's registers. */
-__global__ void __launch_bounds__(RL_BLOCK)
+__global__ void RL_FWD_BOUNDS
 NR(rl_forward_kernel)(nurec_rasterize_lidar_params p, int passes) { NR(rl_forward_body)(p, passes, 0); }
 
-__global__ void __launch_bounds__(RL_BLOCK)
+__global__ void RL_FWD_BOUNDS
 NR(rl_forward_fixup_kernel)(nurec_rasterize_lidar_params p, int passes) { NR(rl_forward_body)(p, passes, 1); }
 
 /* Combine, one thread per ray of a tile whose list was cut into parts:
