@@ -6,6 +6,16 @@
 
 #include "rasterize_lidar/rasterize_lidar_math.h"
 
+/* The [start, end) of the list of the tile that ray (sweep, row, column),
+ * flattened, lies in. The CPU walks rays in order: with tiles of one row
+ * that is the tiles' order too, and the gradients sum in the same order. */
+static const int64_t* rl_tile_range_of(const nurec_rasterize_lidar_params* p, int64_t ray) {
+    const int64_t W = p->cols, H = p->rows;
+    const int64_t c = ray / (H * W), i = (ray / W) % H, j = ray % W;
+    const int64_t tile = (c * p->tiles_y + i / NUREC_RL_TILE_ROWS) * p->tiles_x + j / NUREC_RL_TILE_COLS;
+    return p->tile_ranges + 2 * tile;
+}
+
 #define NUREC_GENERIC_FILE "rasterize_lidar/rasterize_lidar_cpu_generic.h"
 #include "math/generic.h"
 

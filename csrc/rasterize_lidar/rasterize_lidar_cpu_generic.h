@@ -46,24 +46,18 @@ static int NR(rl_forward_cpu)(const nurec_rasterize_lidar_params* p) {
     const NR(splat_rows) feats = {(real_t*)p->features, D, N};
     real_t* acc = (real_t*)malloc(sizeof(real_t) * (size_t)(D > 0 ? D : 1));
     if (!acc) return NUREC_ERR_TILES_ALLOC;
-    for (int64_t c = 0; c < p->num_sweeps; ++c)
-        for (int ty = 0; ty < p->tiles_y; ++ty)
-            for (int tx = 0; tx < p->tiles_x; ++tx) {
-                const int64_t* range = p->tile_ranges + 2 * ((c * p->tiles_y + ty) * p->tiles_x + tx);
-                for (int i = ty * NUREC_RL_TILE_ROWS; i < (ty + 1) * NUREC_RL_TILE_ROWS && i < H; ++i)
-                    for (int j = tx * NUREC_RL_TILE_COLS; j < (tx + 1) * NUREC_RL_TILE_COLS && j < W; ++j) {
-                        int64_t ray = (c * H + i) * W + j;
-                        real_t rng;
-                        real_t T = NR(splat_cell_forward)(p->isect_items, range[0], range[1], records, &feats, D,
-                                                          col_az[j] + row_off[i], row_el[i], acc, &rng,
-                                                          p->last + ray);
-                        real_t* out = (real_t*)p->out_features + D * ray;
-                        for (int64_t k = 0; k < D; ++k) out[k] = acc[k];
-                        ((real_t*)p->range)[ray] = rng;
-                        ((real_t*)p->alpha)[ray] = 1 - T;
-                        ((real_t*)p->final_T)[ray] = T;
-                    }
-            }
+    for (int64_t ray = 0; ray < p->num_sweeps * H * W; ++ray) {
+        const int64_t* range = rl_tile_range_of(p, ray);
+        const int i = (int)((ray / W) % H), j = (int)(ray % W);
+        real_t rng;
+        real_t T = NR(splat_cell_forward)(p->isect_items, range[0], range[1], records, &feats, D,
+                                          col_az[j] + row_off[i], row_el[i], acc, &rng, p->last + ray);
+        real_t* out = (real_t*)p->out_features + D * ray;
+        for (int64_t k = 0; k < D; ++k) out[k] = acc[k];
+        ((real_t*)p->range)[ray] = rng;
+        ((real_t*)p->alpha)[ray] = 1 - T;
+        ((real_t*)p->final_T)[ray] = T;
+    }
     free(acc);
     return NUREC_OK;
 }
@@ -85,20 +79,14 @@ static int NR(rl_backward_cpu)(const nurec_rasterize_lidar_params* p) {
     memset(gfeats.base, 0, sizeof(real_t) * (size_t)(D * N));
     real_t* S = (real_t*)malloc(sizeof(real_t) * (size_t)(D > 0 ? D : 1));
     if (!S) return NUREC_ERR_TILES_ALLOC;
-    for (int64_t c = 0; c < C; ++c)
-        for (int ty = 0; ty < p->tiles_y; ++ty)
-            for (int tx = 0; tx < p->tiles_x; ++tx) {
-                const int64_t* range = p->tile_ranges + 2 * ((c * p->tiles_y + ty) * p->tiles_x + tx);
-                for (int i = ty * NUREC_RL_TILE_ROWS; i < (ty + 1) * NUREC_RL_TILE_ROWS && i < H; ++i)
-                    for (int j = tx * NUREC_RL_TILE_COLS; j < (tx + 1) * NUREC_RL_TILE_COLS && j < W; ++j) {
-                        int64_t ray = (c * H + i) * W + j;
-                        for (int64_t k = 0; k < D; ++k) S[k] = 0; /* no background behind a ray */
-                        NR(splat_cell_backward)(p->isect_items, range[0], p->last[ray], records, &feats, D,
-                                                col_az[j] + row_off[i], row_el[i],
-                                                ((const real_t*)p->final_T)[ray], S, gF + D * ray, gR[ray],
-                                                gA[ray], grec, &gfeats);
-                    }
-            }
+    for (int64_t ray = 0; ray < C * H * W; ++ray) {
+        const int64_t* range = rl_tile_range_of(p, ray);
+        const int i = (int)((ray / W) % H), j = (int)(ray % W);
+        for (int64_t k = 0; k < D; ++k) S[k] = 0; /* no background behind a ray */
+        NR(splat_cell_backward)(p->isect_items, range[0], p->last[ray], records, &feats, D,
+                                col_az[j] + row_off[i], row_el[i], ((const real_t*)p->final_T)[ray], S,
+                                gF + D * ray, gR[ray], gA[ray], grec, &gfeats);
+    }
     free(S);
 
     /* per Gaussian: the projection VJP summed over sweeps */
