@@ -5,6 +5,8 @@
 #include "torch_glue.h"
 
 #include <cstdlib>
+#include <initializer_list>
+#include <utility>
 
 extern "C" {
 #include "collect/collect.h"
@@ -492,6 +494,53 @@ SplatBuffers splat_saved(const char* op, const Tensor& means, Params& p, int64_t
     return b;
 }
 
+// The Gaussians both rasterizers take. splat_gaussian_shapes checks means
+// ([N, 3], real) and quats, scales, opacities against it, returns N;
+// check_like_means checks named tensors' dtype and device against means
+// (every dtype first, then every device); splat_gaussians makes the six
+// inputs dense and binds them to p (features' shape is the rasterizer's,
+// checked by it).
+int64_t splat_gaussian_shapes(const char* op, const Tensor& means, const Tensor& quats,
+                              const Tensor& scales, const Tensor& opacities) {
+    check_shape(op, "means", means, {-1, 3}, "[N, 3]");
+    check_real(op, "means", means, means, "means");
+    const int64_t N = means.size(0);
+    check_shape(op, "quats", quats, {N, 4}, "[N, 4] (N = means.shape[0])");
+    check_shape(op, "scales", scales, {N, 3}, "[N, 3] (N = means.shape[0])");
+    check_shape(op, "opacities", opacities, {N}, "[N] (N = means.shape[0])");
+    return N;
+}
+
+using NamedTensor = std::pair<const char*, const Tensor*>;
+
+void check_like_means(const char* op, const Tensor& means, std::initializer_list<NamedTensor> named) {
+    for (const NamedTensor& nt : named) check_real(op, nt.first, *nt.second, means, "means");
+    for (const NamedTensor& nt : named) check_device(op, nt.first, *nt.second, means, "means");
+}
+
+struct SplatGaussians {
+    Tensor means, quats, scales, opacities, features, viewmats;
+};
+
+template <class Params>
+void splat_gaussians(SplatGaussians& g, Params& p, const Tensor& means, const Tensor& quats,
+                     const Tensor& scales, const Tensor& opacities, const Tensor& features,
+                     const Tensor& viewmats) {
+    g.means = dense(means);
+    g.quats = dense(quats);
+    g.scales = dense(scales);
+    g.opacities = dense(opacities);
+    g.features = dense(features);
+    g.viewmats = dense(viewmats);
+    p.dtype = dtype_code(means);
+    p.means = g.means.data_ptr();
+    p.quats = g.quats.data_ptr();
+    p.scales = g.scales.data_ptr();
+    p.opacities = g.opacities.data_ptr();
+    p.features = g.features.data_ptr();
+    p.viewmats = g.viewmats.data_ptr();
+}
+
 // A backward's gradients per Gaussian, allocated and bound to p; the
 // features' gradient (its shape is the rasterizer's) comes allocated.
 struct SplatGrads {
@@ -511,9 +560,9 @@ SplatGrads splat_grads(const Tensor& like, Params& p, Tensor features) {
     return g;
 }
 
-struct RcInputs {
+struct RcInputs : SplatGaussians {
     nurec_rasterize_camera_params p;
-    Tensor means, quats, scales, opacities, features, viewmats, Ks;
+    Tensor Ks;
     std::optional<Tensor> backgrounds;
 };
 
@@ -521,12 +570,7 @@ RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, con
                    const Tensor& opacities, const Tensor& features, const Tensor& viewmats,
                    const Tensor& Ks, const std::optional<Tensor>& backgrounds, int64_t width,
                    int64_t height, double near_plane, double far_plane, int64_t sh_degree) {
-    check_shape(op, "means", means, {-1, 3}, "[N, 3]");
-    check_real(op, "means", means, means, "means");
-    const int64_t N = means.size(0);
-    check_shape(op, "quats", quats, {N, 4}, "[N, 4] (N = means.shape[0])");
-    check_shape(op, "scales", scales, {N, 3}, "[N, 3] (N = means.shape[0])");
-    check_shape(op, "opacities", opacities, {N}, "[N] (N = means.shape[0])");
+    const int64_t N = splat_gaussian_shapes(op, means, quats, scales, opacities);
     NUREC_CHECK(sh_degree >= -1 && sh_degree <= 3, "nurec_ops.", op,
                     ": `sh_degree` must be None or 0..3, got ", sh_degree);
     int64_t D, K = 0;
@@ -546,18 +590,8 @@ RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     check_shape(op, "viewmats", viewmats, {-1, 4, 4}, "[C, 4, 4]");
     const int64_t C = viewmats.size(0);
     check_shape(op, "Ks", Ks, {C, 3, 3}, "[C, 3, 3] (C = viewmats.shape[0])");
-    check_real(op, "quats", quats, means, "means");
-    check_real(op, "scales", scales, means, "means");
-    check_real(op, "opacities", opacities, means, "means");
-    check_real(op, "features", features, means, "means");
-    check_real(op, "viewmats", viewmats, means, "means");
-    check_real(op, "Ks", Ks, means, "means");
-    check_device(op, "quats", quats, means, "means");
-    check_device(op, "scales", scales, means, "means");
-    check_device(op, "opacities", opacities, means, "means");
-    check_device(op, "features", features, means, "means");
-    check_device(op, "viewmats", viewmats, means, "means");
-    check_device(op, "Ks", Ks, means, "means");
+    check_like_means(op, means, {{"quats", &quats}, {"scales", &scales}, {"opacities", &opacities},
+                                 {"features", &features}, {"viewmats", &viewmats}, {"Ks", &Ks}});
     if (backgrounds.has_value()) {
         check_shape(op, "backgrounds", *backgrounds, {C, D}, "[C, D] (C cameras, D feature channels)");
         check_real(op, "backgrounds", *backgrounds, means, "means");
@@ -584,17 +618,11 @@ RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, con
                 "nurec_ops.", op, ": too many cameras (`viewmats`) x feature channels (`features`) for one "
                 "CUDA launch: ", C, " x ", D);
     RcInputs in;
-    in.means = dense(means);
-    in.quats = dense(quats);
-    in.scales = dense(scales);
-    in.opacities = dense(opacities);
-    in.features = dense(features);
-    in.viewmats = dense(viewmats);
-    in.Ks = dense(Ks);
-    if (backgrounds.has_value()) in.backgrounds = dense(*backgrounds);
     nurec_rasterize_camera_params& p = in.p;
     p = nurec_rasterize_camera_params{};
-    p.dtype = dtype_code(means);
+    splat_gaussians(in, p, means, quats, scales, opacities, features, viewmats);
+    in.Ks = dense(Ks);
+    if (backgrounds.has_value()) in.backgrounds = dense(*backgrounds);
     p.num_cameras = C;
     p.num_gaussians = N;
     p.width = (int)width;
@@ -606,12 +634,6 @@ RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     p.sh_coeffs = K;
     p.near_plane = near_plane;
     p.far_plane = far_plane;
-    p.means = in.means.data_ptr();
-    p.quats = in.quats.data_ptr();
-    p.scales = in.scales.data_ptr();
-    p.opacities = in.opacities.data_ptr();
-    p.features = in.features.data_ptr();
-    p.viewmats = in.viewmats.data_ptr();
     p.Ks = in.Ks.data_ptr();
     p.backgrounds = in.backgrounds.has_value() ? in.backgrounds->data_ptr() : nullptr;
     return in;
@@ -697,9 +719,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
 // the CPU / CUDA launchers of csrc/rasterize_lidar and csrc/tiles (the
 // binning and the intermediates through the splat helpers above the camera).
 
-struct RlInputs {
+struct RlInputs : SplatGaussians {
     nurec_rasterize_lidar_params p;
-    Tensor means, quats, scales, opacities, features, viewmats, row_el, col_az, row_off;
+    Tensor row_el, col_az, row_off;
 };
 
 RlInputs rl_inputs(const char* op, const Tensor& means, const Tensor& quats, const Tensor& scales,
@@ -707,12 +729,7 @@ RlInputs rl_inputs(const char* op, const Tensor& means, const Tensor& quats, con
                    const Tensor& row_elevations, const Tensor& column_azimuths,
                    const Tensor& row_azimuth_offsets, double near_plane, double far_plane,
                    double eps2d) {
-    check_shape(op, "means", means, {-1, 3}, "[N, 3]");
-    check_real(op, "means", means, means, "means");
-    const int64_t N = means.size(0);
-    check_shape(op, "quats", quats, {N, 4}, "[N, 4] (N = means.shape[0])");
-    check_shape(op, "scales", scales, {N, 3}, "[N, 3] (N = means.shape[0])");
-    check_shape(op, "opacities", opacities, {N}, "[N] (N = means.shape[0])");
+    const int64_t N = splat_gaussian_shapes(op, means, quats, scales, opacities);
     check_shape(op, "features", features, {N, -1}, "[N, D] (N = means.shape[0])");
     const int64_t D = features.size(1);
     NUREC_CHECK(D >= 1, "nurec_ops.", op, ": `features` must have at least one channel, got ",
@@ -725,12 +742,10 @@ RlInputs rl_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     const int64_t W = column_azimuths.size(0);
     check_shape(op, "row_azimuth_offsets", row_azimuth_offsets, {R},
                 "[R] (R = row_elevations.shape[0])");
-    const std::pair<const char*, const Tensor*> named[] = {
-        {"quats", &quats}, {"scales", &scales}, {"opacities", &opacities},
-        {"features", &features}, {"viewmats", &viewmats}, {"row_elevations", &row_elevations},
-        {"column_azimuths", &column_azimuths}, {"row_azimuth_offsets", &row_azimuth_offsets}};
-    for (const auto& nt : named) check_real(op, nt.first, *nt.second, means, "means");
-    for (const auto& nt : named) check_device(op, nt.first, *nt.second, means, "means");
+    check_like_means(op, means, {{"quats", &quats}, {"scales", &scales}, {"opacities", &opacities},
+                                 {"features", &features}, {"viewmats", &viewmats},
+                                 {"row_elevations", &row_elevations}, {"column_azimuths", &column_azimuths},
+                                 {"row_azimuth_offsets", &row_azimuth_offsets}});
     NUREC_CHECK(R <= (1 << 20), "nurec_ops.", op,
                 ": `row_elevations` may have at most 2^20 rows, got ", R);
     NUREC_CHECK(W <= (1 << 24), "nurec_ops.", op,
@@ -747,18 +762,12 @@ RlInputs rl_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     NUREC_CHECK(C * tx * ty < ((int64_t)1 << 31), "nurec_ops.", op,
                 ": sweeps x tiles must be < 2^31 (too many sweeps, rows or columns)");
     RlInputs in;
-    in.means = dense(means);
-    in.quats = dense(quats);
-    in.scales = dense(scales);
-    in.opacities = dense(opacities);
-    in.features = dense(features);
-    in.viewmats = dense(viewmats);
+    nurec_rasterize_lidar_params& p = in.p;
+    p = nurec_rasterize_lidar_params{};
+    splat_gaussians(in, p, means, quats, scales, opacities, features, viewmats);
     in.row_el = dense(row_elevations);
     in.col_az = dense(column_azimuths);
     in.row_off = dense(row_azimuth_offsets);
-    nurec_rasterize_lidar_params& p = in.p;
-    p = nurec_rasterize_lidar_params{};
-    p.dtype = dtype_code(means);
     p.num_sweeps = C;
     p.num_gaussians = N;
     p.rows = (int)R;
@@ -769,12 +778,6 @@ RlInputs rl_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     p.near_plane = near_plane;
     p.far_plane = far_plane;
     p.eps2d = eps2d;
-    p.means = in.means.data_ptr();
-    p.quats = in.quats.data_ptr();
-    p.scales = in.scales.data_ptr();
-    p.opacities = in.opacities.data_ptr();
-    p.features = in.features.data_ptr();
-    p.viewmats = in.viewmats.data_ptr();
     p.row_elevations = in.row_el.data_ptr();
     p.column_azimuths = in.col_az.data_ptr();
     p.row_azimuth_offsets = in.row_off.data_ptr();
