@@ -31,10 +31,6 @@ extern "C" {
 #define NUREC_HD_DEV static __device__ __forceinline__
 #define RL_PROJ_THREADS 256
 #define RL_BLOCK (NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS) /* one thread per ray of a tile */
-/* Tile columns whose azimuth spans the projection keeps in shared memory
-   (16 B each; a wider sensor reads the column azimuths instead): the cut of
-   the rectangles reads them for every tile (rl_box_cut) */
-#define RL_SPANS_SMEM_MAX 2048
 #if RL_BLOCK % 32 != 0
 #error "a lidar tile must be a whole number of warps (warp shuffles in the backward)"
 #endif
@@ -137,9 +133,8 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
     set_carveouts();
     if (P > 0) {
         unsigned b = blocks_for(P, RL_PROJ_THREADS);
-        const size_t smem = p->tiles_x <= RL_SPANS_SMEM_MAX ? 2 * sizeof(double) * (size_t)p->tiles_x : 0;
-        if (f64) rl_project_kernel_f64<<<b, RL_PROJ_THREADS, smem, s>>>(*p);
-        else rl_project_kernel_f32<<<b, RL_PROJ_THREADS, smem, s>>>(*p);
+        if (f64) rl_project_kernel_f64<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
+        else rl_project_kernel_f32<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
         if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
     }
     nurec_tiles_params t;

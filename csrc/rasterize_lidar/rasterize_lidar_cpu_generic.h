@@ -30,7 +30,7 @@ static void NR(rl_project_cpu)(const nurec_rasterize_lidar_params* p) {
             if (vis)
                 cnt = NR(rl_box)(rec, (const real_t*)p->row_elevations,
                                  (const real_t*)p->column_azimuths,
-                                 (const real_t*)p->row_azimuth_offsets, NULL, p->rows, p->cols,
+                                 (const real_t*)p->row_azimuth_offsets, p->rows, p->cols,
                                  p->tiles_x, p->tiles_y, box);
             p->counts[it] = cnt;
         }

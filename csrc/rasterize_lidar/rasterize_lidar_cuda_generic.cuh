@@ -4,15 +4,6 @@
 
 __global__ void __launch_bounds__(RL_PROJ_THREADS)
 NR(rl_project_kernel)(nurec_rasterize_lidar_params p) {
-    /* the tile columns' azimuth spans, for the cut of every rectangle (the
-       launch gives the shared memory when tiles_x <= RL_SPANS_SMEM_MAX) */
-    extern __shared__ double rl_spans_smem[];
-    const double* spans = p.tiles_x <= RL_SPANS_SMEM_MAX ? rl_spans_smem : nullptr;
-    if (spans) {
-        for (int tx = threadIdx.x; tx < p.tiles_x; tx += blockDim.x)
-            NR(rl_tile_span)((const real_t*)p.column_azimuths, p.cols, tx, rl_spans_smem + 2 * tx);
-        __syncthreads();
-    }
     const int64_t N = p.num_gaussians;
     int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (it >= p.num_sweeps * N) return;
@@ -32,7 +23,7 @@ NR(rl_project_kernel)(nurec_rasterize_lidar_params p) {
     int64_t cnt = 0;
     if (vis)
         cnt = NR(rl_box)(rec, (const real_t*)p.row_elevations, (const real_t*)p.column_azimuths,
-                         (const real_t*)p.row_azimuth_offsets, spans, p.rows, p.cols, p.tiles_x,
+                         (const real_t*)p.row_azimuth_offsets, p.rows, p.cols, p.tiles_x,
                          p.tiles_y, box);
     real_t* out = (real_t*)p.records + NUREC_TREC_SIZE * it;
     for (int k = 0; k < NUREC_TREC_SIZE; ++k) out[k] = rec[k];

@@ -148,8 +148,8 @@ NUREC_HD int NR(rl_col_search)(const real_t* az, int W, double dir, double v, in
  * degrees on the real sensor) and its ellipse's bounding box: on the street
  * scene a third of its tiles are reached by no ray (5.8 M -> 3.7 M
  * entries). The first 64 tiles of the rectangle can be cut (tiles.h).
- * spans: each tile column's azimuth span (rl_tile_span, 2 per tile column:
- * the CUDA projection keeps them in shared memory) or NULL (computed here). */
+ * rl_tile_span: a tile column's azimuth span (centre, half-width), before
+ * the row's offset. */
 NUREC_HD void NR(rl_tile_span)(const real_t* col_az, int W, int tx, double span[2]) {
     const int j0 = tx * NUREC_RL_TILE_COLS;
     const int j1 = j0 + NUREC_RL_TILE_COLS <= W ? j0 + NUREC_RL_TILE_COLS - 1 : W - 1;
@@ -159,8 +159,8 @@ NUREC_HD void NR(rl_tile_span)(const real_t* col_az, int W, int tx, double span[
 }
 
 NUREC_HD void NR(rl_box_cut)(const real_t* rec, const real_t* row_el, const real_t* col_az,
-                             const real_t* row_off, const double* spans, int W, int tiles_x,
-                             int tiles_y, int32_t box[NUREC_BOX_SIZE]) {
+                             const real_t* row_off, int W, int tiles_x, int tiles_y,
+                             int32_t box[NUREC_BOX_SIZE]) {
     if (NUREC_RL_TILE_ROWS != 1) return; /* a tile row of several elevations: no cut */
     const double thr = rec[NUREC_TREC_THR], A = rec[NUREC_TREC_A], B = rec[NUREC_TREC_B],
                  C = rec[NUREC_TREC_C], u = rec[NUREC_TREC_U], v = rec[NUREC_TREC_V];
@@ -185,12 +185,7 @@ NUREC_HD void NR(rl_box_cut)(const real_t* rec, const real_t* row_el, const real
             int tx = box[2] + k;
             if (tx >= tiles_x) tx -= tiles_x;
             double span[2];
-            if (spans) {
-                span[0] = spans[2 * tx];
-                span[1] = spans[2 * tx + 1];
-            } else {
-                NR(rl_tile_span)(col_az, W, tx, span);
-            }
+            NR(rl_tile_span)(col_az, W, tx, span);
             double d = ctr - span[0];
             d -= NUREC_RL_TWO_PI * floor((d + NUREC_RL_PI) * (1.0 / NUREC_RL_TWO_PI)); /* [-pi, pi) */
             if (fabs(d) - span[1] > hw) cut |= (uint64_t)1 << (q0 + k);
@@ -210,8 +205,8 @@ NUREC_HD void NR(rl_box_cut)(const real_t* rec, const real_t* row_el, const real
  * column continues at column 0 (the seam). Computed in double. Writes box,
  * returns its tile count (0: no ray reached). */
 NUREC_HD int64_t NR(rl_box)(const real_t* rec, const real_t* row_el, const real_t* col_az,
-                            const real_t* row_off, const double* spans, int R, int W, int tiles_x,
-                            int tiles_y, int32_t box[NUREC_BOX_SIZE]) {
+                            const real_t* row_off, int R, int W, int tiles_x, int tiles_y,
+                            int32_t box[NUREC_BOX_SIZE]) {
     box[0] = box[1] = box[2] = -1;
     box[3] = box[4] = box[5] = 0;
     double thr = rec[NUREC_TREC_THR], A = rec[NUREC_TREC_A], B = rec[NUREC_TREC_B],
@@ -271,7 +266,7 @@ NUREC_HD int64_t NR(rl_box)(const real_t* rec, const real_t* row_el, const real_
     }
     box[2] = t0;
     box[3] = ntx;
-    NR(rl_box_cut)(rec, row_el, col_az, row_off, spans, W, tiles_x, tiles_y, box);
+    NR(rl_box_cut)(rec, row_el, col_az, row_off, W, tiles_x, tiles_y, box);
     return nurec_box_count(box, tiles_x, tiles_y);
 }
 
