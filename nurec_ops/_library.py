@@ -31,3 +31,59 @@ ops = torch.ops.nurec_ops
 def has_cuda_kernels() -> bool:
     """True when this build registered CUDA kernels (built with nvcc)."""
     return torch._C._dispatch_has_kernel_for_dispatch_key("nurec_ops::collect_gaussian_parameters", "CUDA")
+
+
+_BelowAutograd = torch._C._AutoDispatchBelowAutograd
+
+
+class AutogradOp:
+    """One of our ops with its backward: registered with
+    ``torch.library.register_autograd`` (for ``torch.ops.nurec_ops.*``,
+    torch.compile and opcheck), and callable itself, which is how the Python
+    wrappers call it in eager mode.
+
+    Why a second way in: the registered autograd kernel is Python that, on
+    every call, re-reads the op's schema argument by argument
+    (``torch._library.utils.fill_defaults``: the schema's argument list is
+    rebuilt at each index, quadratic in the arguments) and redispatches
+    through ``OpOverload``. For the lidar rasterizer's 15 arguments that was
+    ~80 of the ~107 us a tiny CPU call took on our 2-core machine, and the H200
+    machine's host runs such code 3-4x slower: time before the first kernel
+    starts and between steps. A call here goes through a plain
+    ``torch.autograd.Function`` with the same ``setup_context`` and
+    ``backward`` when a gradient is wanted, and straight to the operator's
+    C++ entry below autograd when not; under torch.compile it is the op
+    itself. Pass every argument of the schema, positionally."""
+
+    __slots__ = ("op", "_entry", "_function")
+
+    def __init__(self, name, backward, setup_context):
+        torch.library.register_autograd(f"nurec_ops::{name}", backward, setup_context=setup_context)
+        self.op = getattr(ops, name)
+        self._entry = self.op.default._op  # the dispatcher entry behind the OpOverload
+        entry = self._entry
+
+        # forward(ctx, ...) with setup_context called inside, not a separate
+        # setup_context staticmethod: with one, every apply binds the
+        # arguments to forward's signature through inspect (~40 us per call
+        # on the 2-core machine).
+        def forward(ctx, *args):
+            with _BelowAutograd():
+                out = entry(*args)
+            setup_context(ctx, args, out)
+            return out
+
+        self._function = type(f"{name}_function", (torch.autograd.Function,), {
+            "forward": staticmethod(forward), "backward": staticmethod(backward)})
+
+    def __call__(self, *args):
+        if torch.is_grad_enabled():
+            for a in args:
+                if isinstance(a, torch.Tensor) and a.requires_grad:
+                    if torch.compiler.is_compiling():
+                        return self.op(*args)
+                    return self._function.apply(*args)
+        if torch.compiler.is_compiling():
+            return self.op(*args)
+        with _BelowAutograd():
+            return self._entry(*args)

@@ -3,7 +3,7 @@ kernels, autograd."""
 import torch
 
 from . import _checks as C
-from ._library import ops
+from ._library import AutogradOp, ops
 from .nvtx import ranged
 from .track_poses import check_inputs as _check_track_inputs
 
@@ -31,7 +31,7 @@ def collect_gaussian_parameters(means, quats, log_scales, opacity_logits, track_
         Differentiable with respect to the four Gaussian inputs and
         ``track_poses``.
     """
-    means_w, quats_w, scales, opacities = ops.collect_gaussian_parameters(
+    means_w, quats_w, scales, opacities = _COLLECT_PARAMETERS(
         means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside
     )
     return means_w, quats_w, scales, opacities
@@ -47,24 +47,12 @@ def collect(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_
     the two ops; returns ``(means_w, quats_w, scales, opacities)`` (the op
     under torch.ops also returns the track poses and inside flags, which its
     backward reuses)."""
-    # Written for host time: on the GPU a forward is ~21 us of kernels, and
-    # every microsecond of Python here shows when calls run back to back.
-    if (torch.is_grad_enabled() and (means.requires_grad or quats.requires_grad or log_scales.requires_grad
-                                     or opacity_logits.requires_grad or key_poses.requires_grad)) \
-            or torch.compiler.is_compiling():
-        out = ops.collect(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges,
-                          query_times, mode)
-    else:
-        # Nothing to differentiate: skip the Python autograd layer (a third
-        # of the host time of a call, which is most of the call's time), and
-        # call the operator's C++ entry point itself (not its Python wrapper).
-        with _BelowAutograd():
-            out = _collect_entry(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times,
-                                 track_ranges, query_times, mode)
+    # Host time matters here: on the GPU a forward is ~17 us of kernels, and
+    # every microsecond of Python shows when calls run back to back (see
+    # AutogradOp: straight to the C++ entry when nothing is differentiated).
+    out = _COLLECT(means, quats, log_scales, opacity_logits, track_ids, key_poses, key_times, track_ranges,
+                   query_times, mode)
     return out[0], out[1], out[2], out[3]
-
-_collect_entry = ops.collect.default._op  # the dispatcher entry behind the OpOverload
-_BelowAutograd = torch._C._AutoDispatchBelowAutograd
 
 def _check(op, means, quats, log_scales, opacity_logits, track_ids, track_poses, track_inside):
     C.shape(op, "means", means, (-1, 3), "[N, 3]")
@@ -115,7 +103,7 @@ def _backward(ctx, grad_means_w, grad_quats_w, grad_scales, grad_opacities):
     g_means, g_quats, g_log_scales, g_logits, g_poses = grads
     return g_means, g_quats, g_log_scales, g_logits, None, g_poses, None
 
-torch.library.register_autograd("nurec_ops::collect_gaussian_parameters", _backward, setup_context=_setup_context)
+_COLLECT_PARAMETERS = AutogradOp("collect_gaussian_parameters", _backward, _setup_context)
 
 # ---- the fused op: collect at a query time
 
@@ -164,4 +152,4 @@ def _backward_at_time(ctx, grad_means_w, grad_quats_w, grad_scales, grad_opaciti
     g_means, g_quats, g_log_scales, g_logits, g_keys = ops.collect_backward(*grads, *saved, ctx.mode)
     return g_means, g_quats, g_log_scales, g_logits, None, g_keys, None, None, None, None
 
-torch.library.register_autograd("nurec_ops::collect", _backward_at_time, setup_context=_setup_context_at_time)
+_COLLECT = AutogradOp("collect", _backward_at_time, _setup_context_at_time)

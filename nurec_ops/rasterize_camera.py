@@ -4,7 +4,7 @@ import torch
 
 from . import _binning
 from . import _checks as Ck
-from ._library import ops
+from ._library import AutogradOp, ops
 from .nvtx import ranged
 
 _OP = "rasterize_camera"
@@ -72,7 +72,7 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
             float(near), float(far), sh)
     C, N = _binning.leading(viewmats), _binning.leading(means)
-    out = _binning.run_binned(_OP, ops.rasterize_camera_fwd, args, means.device, (C, width, height), C * N,
+    out = _binning.run_binned(_OP, _FORWARD, args, means.device, (C, width, height), C * N,
                               binning, capacity, on_overflow, report=10)
     return out[0], out[1], out[2]
 
@@ -191,4 +191,4 @@ def _backward(ctx, g_render, g_depth, g_alpha, *_unused):
     return gm, gq, gs, go, gf, None, None, g_bg, None, None, None, None, None, None
 
 
-torch.library.register_autograd("nurec_ops::rasterize_camera_fwd", _backward, setup_context=_setup_context)
+_FORWARD = AutogradOp("rasterize_camera_fwd", _backward, _setup_context)

@@ -8,7 +8,7 @@ import torch
 
 from . import _binning
 from . import _checks as Ck
-from ._library import ops
+from ._library import AutogradOp, ops
 from .nvtx import ranged
 
 _OP = "rasterize_lidar"
@@ -99,7 +99,7 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     args = (means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
             row_azimuth_offsets, float(near), float(far), e2, segments, _SEGMENT_MIN)
     C, N = _binning.leading(viewmats), _binning.leading(means)
-    out = _binning.run_binned(_OP, ops.rasterize_lidar_fwd, args, means.device,
+    out = _binning.run_binned(_OP, _FORWARD, args, means.device,
                               (C, _binning.leading(row_elevations), W), C * N, binning, capacity, on_overflow,
                               report=9)
     return out[0], out[1], out[2]
@@ -216,4 +216,4 @@ def _backward(ctx, g_feat, g_range, g_alpha, *_unused):
     return gm, gq, gs, go, gf, None, None, None, None, None, None, None, None, None, None
 
 
-torch.library.register_autograd("nurec_ops::rasterize_lidar_fwd", _backward, setup_context=_setup_context)
+_FORWARD = AutogradOp("rasterize_lidar_fwd", _backward, _setup_context)

@@ -2,7 +2,7 @@
 import torch
 
 from . import _checks as C
-from ._library import ops
+from ._library import AutogradOp, ops
 from .nvtx import ranged
 
 _OP = "interpolate_track_poses"
@@ -30,7 +30,7 @@ def interpolate_track_poses(key_poses, key_times, track_ranges, query_times, mod
     a zero quaternion normalizes to the identity with zero gradient.
     Differentiable with respect to ``key_poses``.
     """
-    poses, inside = ops.interpolate_track_poses(key_poses, key_times, track_ranges, query_times, mode)
+    poses, inside = _INTERPOLATE(key_poses, key_times, track_ranges, query_times, mode)
     return poses, inside
 
 
@@ -80,4 +80,4 @@ def _backward(ctx, grad_poses, _grad_inside):
     return grad, None, None, None, None
 
 
-torch.library.register_autograd("nurec_ops::interpolate_track_poses", _backward, setup_context=_setup_context)
+_INTERPOLATE = AutogradOp("interpolate_track_poses", _backward, _setup_context)
