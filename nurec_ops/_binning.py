@@ -57,7 +57,8 @@ class CapacityPolicy:
     def __init__(self, op):
         self.op = op
         self.capacity = {}  # (device index, key) -> int
-        self.pending = collections.deque()  # (event, pinned status, capacity, serial, key, device)
+        self.pending = collections.deque()  # (event, pinned status, capacity, serial, key)
+        self.spare = collections.defaultdict(list)  # device index -> read (event, pinned status), for reuse
         self.serial = 0
         self.on_overflow = "warn"
 
@@ -86,16 +87,24 @@ class CapacityPolicy:
         """Queues the asynchronous report of one eager call's status."""
         if _compiling() or torch.cuda.is_current_stream_capturing():
             return
-        pinned = torch.empty(2, dtype=torch.int64, pin_memory=True)
+        # A read report's pinned buffer and event are reused: freeing pinned
+        # memory after an asynchronous copy makes the host allocator record
+        # an event of its own, host time before the next call's first kernel.
+        # (An event stays with the device it was first recorded on.)
+        k = self._key(device, key)
+        spare = self.spare[k[0]]
+        if spare:
+            ev, pinned = spare.pop()
+        else:
+            ev, pinned = torch.cuda.Event(), torch.empty(2, dtype=torch.int64, pin_memory=True)
         pinned.copy_(status, non_blocking=True)
-        ev = torch.cuda.Event()
         # Record on the stream the copy ran on: the current stream of the
         # status tensor's device (a plain record() uses the current device's
         # stream, which differs when the op's tensors are not on the current
         # device, so query() could pass before the copy landed).
         ev.record(torch.cuda.current_stream(status.device))
         self.serial += 1
-        self.pending.append((ev, pinned, capacity, self.serial, self._key(device, key)))
+        self.pending.append((ev, pinned, capacity, self.serial, k))
 
     def poll(self):
         """Reads every report whose copy has finished (never waits)."""
@@ -110,6 +119,8 @@ class CapacityPolicy:
                 keep.append(item)
                 continue
             needed, overflowed = (int(v) for v in pinned.tolist())
+            if len(self.spare[k[0]]) < 8:
+                self.spare[k[0]].append((ev, pinned))
             self.update(k, needed)
             if overflowed:
                 problems.append((serial, needed, cap, self.capacity[k]))
