@@ -10,17 +10,20 @@
  * caller's stream, no host synchronization; an overflowed binning
  * (status[1]) turns the outputs into NaN and the gradients into zeros.
  *
- * Register budget of the backward (ptxas, nvcc 13, sm_90): with RL_CH = 2
- * channels per pass (lidar features: intensity, ray-drop logit), the
- * warp-level list walk and its loads of the next chunk in flight, the
- * float32 backward takes 80 registers (12 B spilled) at 256 threads x
- * RL_BWD_MIN_BLOCKS_F32 = 3 blocks per SM (37.5% theoretical occupancy);
- * 4 blocks (64 registers, NuRec's lidar budget) spill 32 B. Forward: 80
- * registers, its second walk 73. Measured on the H200 (street scene,
- * benchmarks/RESULTS.md): blocks of 32 to 256 threads alike; cutting the
- * long lists into 16 parts 5.65 -> 4.25 ms forward + backward; culling by
- * the row's slice of each ellipse (walks) and cutting the tile rectangles
- * the same way (binning) 3.71 -> 3.06 ms. See NUREC_OPS_PTXAS_VERBOSE=1. */
+ * Register budget (ptxas, nvcc 13, sm_90): with RL_CH = 2 channels per pass
+ * (lidar features: intensity, ray-drop logit), the float32 walks are held
+ * to 64 registers (NuRec's lidar budget): RL_BWD_MIN_BLOCKS_F32 =
+ * RL_FWD_MIN_BLOCKS_F32 = 4 blocks of 256 threads per SM, 50% theoretical
+ * occupancy. That spills (backward 48 B, second walk 28 B, forward 4 B),
+ * and still measured faster on the H200 than the compiler's own budget
+ * (80 registers, 37.5%): backward 1.14 -> 1.07 ms, forward walk 0.66 ->
+ * 0.59, second walk 0.28 -> 0.26 (session 6). The camera backward's
+ * configuration (104 registers, 4 channels per pass) takes 1.48 ms there.
+ * Measured on the H200 (street scene, benchmarks/RESULTS.md): blocks of 32
+ * to 256 threads alike; cutting the long lists into 16 parts 5.65 -> 4.25
+ * ms forward + backward; culling by the row's slice of each ellipse (walks)
+ * and cutting the tile rectangles the same way (binning) 3.71 -> 3.06 ms.
+ * See NUREC_OPS_PTXAS_VERBOSE=1. */
 #include <cuda_runtime.h>
 #include <stdlib.h>
 
@@ -37,14 +40,18 @@ extern "C" {
 #ifndef RL_CH
 #define RL_CH 2                            /* channels per pass */
 #endif
+/* 256 x 4 blocks: <= 64 registers (spills 48 B; 3 blocks, 80 registers,
+   measured 6% slower) */
 #ifndef RL_BWD_MIN_BLOCKS_F32
-#define RL_BWD_MIN_BLOCKS_F32 3            /* 256 x 3: <= 85 registers; the pipelined list walk needs more than 64 (4 blocks spilled 32 B) */
+#define RL_BWD_MIN_BLOCKS_F32 4
 #endif
 #define RL_BWD_MIN_BLOCKS_F64 1
-/* Register budget of the forward walks: the compiler's own unless
-   RL_FWD_MIN_BLOCKS_F32 is set (a build flag, for measuring: 4 caps the
-   float32 walks at 64 registers, 4 blocks of 256 per SM). */
-#ifdef RL_FWD_MIN_BLOCKS_F32
+/* The forward walks likewise (0 leaves the budget to the compiler: 80
+   registers, measured 12% slower) */
+#ifndef RL_FWD_MIN_BLOCKS_F32
+#define RL_FWD_MIN_BLOCKS_F32 4
+#endif
+#if RL_FWD_MIN_BLOCKS_F32 > 0
 #define RL_FWD_BOUNDS __launch_bounds__(RL_BLOCK, sizeof(real_t) == 4 ? RL_FWD_MIN_BLOCKS_F32 : 1)
 #else
 #define RL_FWD_BOUNDS __launch_bounds__(RL_BLOCK)
