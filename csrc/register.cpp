@@ -372,27 +372,33 @@ struct SplatBuffers {
 };
 
 // Allocates them (sizes from shapes only; the list: splat_forward) and binds
-// them to p.
+// them to p, in two steps: what the projection writes (splat_project runs it
+// on CUDA before the rest is allocated: each allocation is host time before
+// the GPU would otherwise start), then the rest.
 template <class Params>
-SplatBuffers splat_buffers(const Tensor& like, Params& p, int64_t images, int64_t rows, int64_t cols) {
+void splat_projection_buffers(SplatBuffers& b, const Tensor& like, Params& p, int64_t images) {
+    const int64_t C = images, N = p.num_gaussians;
+    b.records = empty_like_shape(like, {C, N, NUREC_TREC_SIZE});
+    b.counts = empty_dense(like, {C, N}, aoti_torch_dtype_int64());
+    p.records = b.records.data_ptr();
+    p.counts = (int64_t*)b.counts.data_ptr();
+}
+
+template <class Params>
+void splat_binning_buffers(SplatBuffers& b, const Tensor& like, Params& p, int64_t images, int64_t rows,
+                           int64_t cols) {
     const int64_t C = images, N = p.num_gaussians;
     const int32_t i32 = aoti_torch_dtype_int32(), i64 = aoti_torch_dtype_int64();
-    SplatBuffers b;
-    b.records = empty_like_shape(like, {C, N, NUREC_TREC_SIZE});
-    b.counts = empty_dense(like, {C, N}, i64);
     b.offsets = empty_dense(like, {C, N}, i64);
     b.tile_ranges = empty_dense(like, {C, p.tiles_y, p.tiles_x, 2}, i64);
     b.final_T = empty_like_shape(like, {C, rows, cols});
     b.last = empty_dense(like, {C, rows, cols}, i32);
     b.status = empty_dense(like, {2}, i64);
-    p.records = b.records.data_ptr();
-    p.counts = (int64_t*)b.counts.data_ptr();
     p.offsets = (int64_t*)b.offsets.data_ptr();
     p.tile_ranges = (int64_t*)b.tile_ranges.data_ptr();
     p.final_T = b.final_T.data_ptr();
     p.last = (int32_t*)b.last.data_ptr();
     p.status = (int64_t*)b.status.data_ptr();
-    return b;
 }
 
 #ifdef NUREC_WITH_CUDA
@@ -402,19 +408,35 @@ SplatBuffers splat_buffers(const Tensor& like, Params& p, int64_t images, int64_
 #endif
 
 // A forward's launchers: CPU projection (gives the exact number of
-// intersections), CPU forward, CUDA workspace size, CUDA forward.
+// intersections), CPU forward, CUDA workspace size, CUDA projection, CUDA
+// forward after it.
 template <class Params>
 struct SplatForward {
     int (*project_cpu)(const Params*, int64_t*);
     int (*forward_cpu)(const Params*);
     size_t (*workspace_bytes)(const Params*);
+    int (*project_cuda)(const Params*, void*);
     int (*forward_cuda)(const Params*, void*);
 };
 
 template <class Params>
 int splat_no_cpu(const Params*) { return NUREC_ERR_CUDA; }
 
-// Binning and rendering into the buffers bound to p. On the CPU the
+// CUDA: launches the projection into the buffers bound so far (the inputs,
+// splat_projection_buffers and the op's own per-item outputs). The CPU
+// projects in splat_forward, where it also counts.
+template <class Params>
+void splat_project(const char* op, const Tensor& like, const Params& p, const SplatForward<Params>& f) {
+    if (like.is_cpu()) return;
+#ifdef NUREC_WITH_CUDA
+    splat_check_status(op, launch(op, like, p, &splat_no_cpu<Params>, f.project_cuda));
+#else
+    (void)op; (void)p; (void)f;
+#endif
+}
+
+// Binning and rendering into the buffers bound to p (on CUDA after
+// splat_project). On the CPU the
 // intersection list is sized exactly (a host-side scan); on CUDA by the
 // caller's `capacity`, never by device data (an overflow is flagged in
 // status, on the device). Returns the list.
@@ -651,19 +673,23 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
     nurec_rasterize_camera_params& p = in.p;
     const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
-    Tensor render = empty_like_shape(in.means, {C, H, W, D});
-    Tensor depth = empty_like_shape(in.means, {C, H, W, 1});
-    Tensor alpha = empty_like_shape(in.means, {C, H, W, 1});
-    Tensor colors = empty_like_shape(in.means, {sh_degree >= 0 ? C * N * 3 : 0});
-    SplatBuffers b = splat_buffers(in.means, p, C, H, W);
-    p.colors = colors.data_ptr();
-    p.render = render.data_ptr();
-    p.depth = depth.data_ptr();
-    p.alpha = alpha.data_ptr();
     static const SplatForward<nurec_rasterize_camera_params> launchers = {
         nurec_rasterize_camera_project_cpu, nurec_rasterize_camera_forward_cpu,
         NUREC_CUDA_ONLY(nurec_rasterize_camera_workspace_bytes),
+        NUREC_CUDA_ONLY(nurec_rasterize_camera_project_cuda),
         NUREC_CUDA_ONLY(nurec_rasterize_camera_forward_cuda)};
+    SplatBuffers b;
+    splat_projection_buffers(b, in.means, p, C);
+    Tensor colors = empty_like_shape(in.means, {sh_degree >= 0 ? C * N * 3 : 0});
+    p.colors = colors.data_ptr();
+    splat_project(op, in.means, p, launchers);
+    Tensor render = empty_like_shape(in.means, {C, H, W, D});
+    Tensor depth = empty_like_shape(in.means, {C, H, W, 1});
+    Tensor alpha = empty_like_shape(in.means, {C, H, W, 1});
+    splat_binning_buffers(b, in.means, p, C, H, W);
+    p.render = render.data_ptr();
+    p.depth = depth.data_ptr();
+    p.alpha = alpha.data_ptr();
     b.isect = splat_forward(op, in.means, p, capacity, launchers);
     return {render, depth, alpha, b.records, b.counts, colors, b.isect, b.tile_ranges, b.final_T, b.last,
             b.status};
@@ -813,26 +839,30 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
                             column_azimuths, row_azimuth_offsets, near_plane, far_plane, eps2d);
     nurec_rasterize_lidar_params& p = in.p;
     const int64_t C = p.num_sweeps, N = p.num_gaussians, D = p.channels, R = p.rows, W = p.cols;
+    rl_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
+    if (!in.means.is_cpu()) rl_check_grid(op, p);
+    static const SplatForward<nurec_rasterize_lidar_params> launchers = {
+        nurec_rasterize_lidar_project_cpu, nurec_rasterize_lidar_forward_cpu,
+        NUREC_CUDA_ONLY(nurec_rasterize_lidar_workspace_bytes),
+        NUREC_CUDA_ONLY(nurec_rasterize_lidar_project_cuda),
+        NUREC_CUDA_ONLY(nurec_rasterize_lidar_forward_cuda)};
+    SplatBuffers b;
+    splat_projection_buffers(b, in.means, p, C);
+    Tensor boxes = empty_dense(in.means, {C, N, NUREC_BOX_SIZE}, aoti_torch_dtype_int32());
+    p.boxes = (int32_t*)boxes.data_ptr();
+    splat_project(op, in.means, p, launchers);
     Tensor out = empty_like_shape(in.means, {C, R, W, D});
     Tensor range = empty_like_shape(in.means, {C, R, W, 1});
     Tensor alpha = empty_like_shape(in.means, {C, R, W, 1});
-    Tensor boxes = empty_dense(in.means, {C, N, NUREC_BOX_SIZE}, aoti_torch_dtype_int32());
-    SplatBuffers b = splat_buffers(in.means, p, C, R, W);
-    rl_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
+    splat_binning_buffers(b, in.means, p, C, R, W);
     const int64_t S = p.segments > 1 ? p.segments : 0;
     Tensor seg_state = empty_like_shape(in.means, {S, C, R, W, D + 2});
     Tensor seg_last = empty_dense(in.means, {S, C, R, W}, aoti_torch_dtype_int32());
     p.seg_state = seg_state.data_ptr();
     p.seg_last = (int32_t*)seg_last.data_ptr();
-    p.boxes = (int32_t*)boxes.data_ptr();
     p.out_features = out.data_ptr();
     p.range = range.data_ptr();
     p.alpha = alpha.data_ptr();
-    if (!in.means.is_cpu()) rl_check_grid(op, p);
-    static const SplatForward<nurec_rasterize_lidar_params> launchers = {
-        nurec_rasterize_lidar_project_cpu, nurec_rasterize_lidar_forward_cpu,
-        NUREC_CUDA_ONLY(nurec_rasterize_lidar_workspace_bytes),
-        NUREC_CUDA_ONLY(nurec_rasterize_lidar_forward_cuda)};
     b.isect = splat_forward(op, in.means, p, capacity, launchers);
     return {out,      range,  alpha,    b.records, b.counts,  b.isect,
             b.tile_ranges, b.final_T, b.last, b.status, seg_state, seg_last};

@@ -1,4 +1,5 @@
-/* CUDA kernels of rasterize_camera. Forward: projection (1 launch) ->
+/* CUDA kernels of rasterize_camera. Forward: projection (1 launch, a call of
+ * its own: nurec_rasterize_camera_project_cuda) ->
  * tile binning (tiles.cu: scan, emit, radix sort, ranges) -> per-tile
  * compositing (1 launch). Backward: two memsets, the per-tile sweep (its own
  * kernel: register budget, batch size and shared-memory carveout of its own)
@@ -69,18 +70,22 @@ extern "C" size_t nurec_rasterize_camera_workspace_bytes(const nurec_rasterize_c
     return nurec_tiles_workspace_bytes(&t);
 }
 
+extern "C" int nurec_rasterize_camera_project_cuda(const nurec_rasterize_camera_params* p, void* stream) {
+    if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+    const int64_t P = p->num_cameras * p->num_gaussians;
+    if (P == 0) return NUREC_OK;
+    unsigned b = blocks_for(P, RC_PROJ_THREADS);
+    cudaStream_t s = (cudaStream_t)stream;
+    if (p->dtype == NUREC_F64) rc_project_kernel_f64<<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+    else rc_project_kernel_f32<<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+    return ok();
+}
+
 extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_params* p, void* stream) {
     if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
     cudaStream_t s = (cudaStream_t)stream;
     const bool f64 = p->dtype == NUREC_F64;
-    const int64_t P = p->num_cameras * p->num_gaussians;
     set_carveouts();
-    if (P > 0) {
-        unsigned b = blocks_for(P, RC_PROJ_THREADS);
-        if (f64) rc_project_kernel_f64<<<b, RC_PROJ_THREADS, 0, s>>>(*p);
-        else rc_project_kernel_f32<<<b, RC_PROJ_THREADS, 0, s>>>(*p);
-        if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
-    }
     nurec_tiles_params t;
     nurec_rasterize_camera_tiles(p, &t);
     int st = nurec_tiles_bin_cuda(&t, stream);

@@ -89,8 +89,12 @@ int nurec_rasterize_camera_project_cpu(const nurec_rasterize_camera_params* p, i
 int nurec_rasterize_camera_forward_cpu(const nurec_rasterize_camera_params* p);
 int nurec_rasterize_camera_backward_cpu(const nurec_rasterize_camera_params* p);
 
-/* CUDA: everything on `stream`, no host synchronization. */
+/* CUDA: everything on `stream`, no host synchronization. The forward is
+ * two calls: the projection (it needs only the inputs, records, counts and
+ * colors), launched before the caller allocates the rest so the GPU
+ * starts while the host works, then binning and compositing. */
 size_t nurec_rasterize_camera_workspace_bytes(const nurec_rasterize_camera_params* p);
+int nurec_rasterize_camera_project_cuda(const nurec_rasterize_camera_params* p, void* stream);
 int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_params* p, void* stream);
 int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera_params* p, void* stream);
 

@@ -1,9 +1,10 @@
 /* CUDA kernels of rasterize_lidar. Forward: projection with tile rectangles
- * (1 launch) -> tile binning (tiles.cu, boxes mode: scan, emit, radix sort,
- * ranges) -> per-tile compositing (1 launch; the parts of long lists on
- * blocks of their own) -> when lists may be cut: combining the parts per ray,
- * a second walk of the parts where rays reach the cut-off, and the end of
- * the combining (3 launches). Backward: two memsets, the
+ * (1 launch, a call of its own: nurec_rasterize_lidar_project_cuda) -> tile
+ * binning (tiles.cu, boxes mode: scan, emit, radix sort, ranges) ->
+ * per-tile compositing (1 launch; the parts of long lists on blocks of their
+ * own) -> when lists may be cut: combining the parts per ray, a second walk
+ * of the parts where rays reach the cut-off, and the end of the combining
+ * (3 launches). Backward: two memsets, the
  * lidar's own per-tile sweep kernel (register budget, warp-level list walk
  * without shared memory and carveout of its own, not the camera's) and the
  * per-Gaussian projection VJP. All on the
@@ -132,18 +133,22 @@ extern "C" size_t nurec_rasterize_lidar_workspace_bytes(const nurec_rasterize_li
     return nurec_tiles_workspace_bytes(&t);
 }
 
+extern "C" int nurec_rasterize_lidar_project_cuda(const nurec_rasterize_lidar_params* p, void* stream) {
+    if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+    const int64_t P = p->num_sweeps * p->num_gaussians;
+    if (P == 0) return NUREC_OK;
+    unsigned b = blocks_for(P, RL_PROJ_THREADS);
+    cudaStream_t s = (cudaStream_t)stream;
+    if (p->dtype == NUREC_F64) rl_project_kernel_f64<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
+    else rl_project_kernel_f32<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
+    return ok();
+}
+
 extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_params* p, void* stream) {
     if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
     cudaStream_t s = (cudaStream_t)stream;
     const bool f64 = p->dtype == NUREC_F64;
-    const int64_t P = p->num_sweeps * p->num_gaussians;
     set_carveouts();
-    if (P > 0) {
-        unsigned b = blocks_for(P, RL_PROJ_THREADS);
-        if (f64) rl_project_kernel_f64<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
-        else rl_project_kernel_f32<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
-        if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
-    }
     nurec_tiles_params t;
     nurec_rasterize_lidar_tiles(p, &t);
     int st = nurec_tiles_bin_cuda(&t, stream);

@@ -124,8 +124,12 @@ int nurec_rasterize_lidar_project_cpu(const nurec_rasterize_lidar_params* p, int
 int nurec_rasterize_lidar_forward_cpu(const nurec_rasterize_lidar_params* p);
 int nurec_rasterize_lidar_backward_cpu(const nurec_rasterize_lidar_params* p);
 
-/* CUDA: everything on `stream`, no host synchronization. */
+/* CUDA: everything on `stream`, no host synchronization. The forward is
+ * two calls: the projection (it needs only the inputs, records, counts and
+ * boxes), launched before the caller allocates the rest so the GPU
+ * starts while the host works, then binning and compositing. */
 size_t nurec_rasterize_lidar_workspace_bytes(const nurec_rasterize_lidar_params* p);
+int nurec_rasterize_lidar_project_cuda(const nurec_rasterize_lidar_params* p, void* stream);
 int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_params* p, void* stream);
 int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_params* p, void* stream);
 
