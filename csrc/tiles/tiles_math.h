@@ -123,8 +123,12 @@ NUREC_HD int64_t nurec_box_slot(const int32_t* b, int64_t q) {
 }
 
 NUREC_HD int64_t nurec_box_tile(const int32_t* b, int64_t q, int tiles_x) {
-    int64_t ty = b[0] + q / b[3];
-    int64_t tx = b[2] + q % b[3];
+    /* 32-bit division: q < cells <= tiles of an image < 2^31 (the glue's
+       bound), and a GPU divides 64-bit integers in a long software routine,
+       once per emitted key */
+    const int32_t qi = (int32_t)q;
+    int64_t ty = b[0] + qi / b[3];
+    int64_t tx = b[2] + qi % b[3];
     if (tx >= tiles_x) tx -= tiles_x;
     return ty * tiles_x + tx;
 }
