@@ -23,9 +23,11 @@ occupancy needs Nsight Compute, e.g.
     ncu -k regex:rl_backward_kernel --metrics \
         launch__registers_per_thread,sm__warps_active.avg.pct_of_peak_sustained_active \
         python benchmarks/bench_rasterize_lidar.py --iters 3
-For the contrast with the camera backward kernel's configuration (128
-registers / 4 channels per pass), rebuild with
--DRL_BWD_MIN_BLOCKS_F32=2 -DRL_CH=4 (nvcc flags) and run again.
+The lidar walks run at 64 registers (4 blocks of 256 per SM); for the
+contrast with the camera backward kernel's configuration (104 registers, 4
+channels per pass), rebuild with -DRL_BWD_MIN_BLOCKS_F32=2 -DRL_CH=4
+(NUREC_OPS_NVCC_FLAGS) and run again (session 6: backward sweep 1.07 ms
+against 1.48).
 
     python benchmarks/bench_rasterize_lidar.py [--dtype float32] [--iters 30] [--rows 128 --cols 3600]
 """
