@@ -445,6 +445,20 @@ def test_mixed_devices():
 
 # ------------------------------------------------------- opcheck / compile
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_parity_rectangles_past_64_cells(device):
+    """Every row of the real sensor (128 rows, 2 tile columns) and Gaussians
+    up to ~1 m across at 2-12 m: rectangles of more than 64 tiles, whose
+    cells past the first 64 are never cut (tiles.h); the binning names those
+    past the cut's reach by arithmetic, not by the cut's bits."""
+    scene = random_scene(N=40, C=1, D=1, row_step=1, col_step=10)  # 128 rows x 360 columns
+    scene["scales"] = scene["scales"] * 3
+    s = to(scene, device, torch.float64, grad=False)
+    counts = OPS.rasterize_lidar_fwd(*fwd_op_args(s, 0, 512, 1 << 16))[4]
+    assert counts.max() > 64, counts.max()  # some Gaussian keeps more than 64 tiles
+    check_parity(scene, device, torch.float64)
+
+
 def fwd_op_args(s, segments, segment_min, capacity):
     """A scene's arguments of torch.ops.nurec_ops.rasterize_lidar_fwd."""
     W = s["column_azimuths"].shape[0]
