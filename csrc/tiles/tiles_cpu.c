@@ -61,15 +61,12 @@ int nurec_tiles_bin_cpu(const nurec_tiles_params* p) {
         if (p->boxes) {
             const int32_t* bx = p->boxes + NUREC_BOX_SIZE * i;
             (void)footprint_of(p, i, &f, &depth); /* for the depth only */
-            const int64_t cells = nurec_box_cells(bx, p->tiles_x, p->tiles_y);
-            for (int64_t q = 0; q < cells; ++q) {
-                const int64_t slot = nurec_box_slot(bx, q);
-                if (slot < 0 || slot >= cnt) continue; /* cut out */
-                tile_entry* t = &e[start + slot];
-                t->tile = (uint64_t)(img * tiles + nurec_box_tile(bx, q, p->tiles_x));
+            const int64_t kept = nurec_box_count(bx, p->tiles_x, p->tiles_y);
+            for (; k < kept && k < cnt; ++k) {
+                tile_entry* t = &e[start + k];
+                t->tile = (uint64_t)(img * tiles + nurec_box_tile(bx, nurec_box_kept(bx, k), p->tiles_x));
                 t->depth = depth;
                 t->item = (int32_t)i;
-                k = slot + 1;
             }
         } else if (footprint_of(p, i, &f, &depth)) {
             for (int ty = f.py0 / NUREC_TILE; ty <= f.py1 / NUREC_TILE && k < cnt; ++ty) {

@@ -87,8 +87,11 @@ NUREC_HD int nurec_footprint_of_f64(nurec_footprint* f, const double* r, int wid
 /* Tile rectangles (boxes mode, tiles.h). nurec_box_cells: the tiles of
  * the rectangle (0 for an empty or invalid one); nurec_box_tile: its q-th
  * tile (row-major over the rectangle, columns wrapping modulo tiles_x),
- * q < nurec_box_cells; nurec_box_slot: where the q-th tile goes among the
- * tiles kept (-1: cut out); nurec_box_count: the tiles kept. */
+ * q < nurec_box_cells; nurec_box_count: the tiles kept (the cut, b[4..5],
+ * marks tiles among the first 64 that no ray reaches); nurec_box_kept: the
+ * cell q of the s-th tile kept, s < nurec_box_count (the s-th clear bit of
+ * the cut, or past the first 64 cells, all kept). Keys are written in the
+ * order of s: the CPU binning and the CUDA emission share these. */
 NUREC_HD int64_t nurec_box_cells(const int32_t* b, int tiles_x, int tiles_y) {
     if (b[0] < 0 || b[1] < b[0] || b[1] >= tiles_y || b[2] < 0 || b[2] >= tiles_x || b[3] <= 0 ||
         b[3] > tiles_x)
@@ -108,6 +111,14 @@ NUREC_HD int nurec_popcount64(uint64_t x) {
 #endif
 }
 
+NUREC_HD int nurec_popcount32(uint32_t x) {
+#ifdef __CUDA_ARCH__
+    return __popc(x);
+#else
+    return __builtin_popcount(x);
+#endif
+}
+
 NUREC_HD int64_t nurec_box_count(const int32_t* b, int tiles_x, int tiles_y) {
     const int64_t n = nurec_box_cells(b, tiles_x, tiles_y);
     uint64_t cut = nurec_box_cut(b);
@@ -115,11 +126,27 @@ NUREC_HD int64_t nurec_box_count(const int32_t* b, int tiles_x, int tiles_y) {
     return n - nurec_popcount64(cut);
 }
 
-NUREC_HD int64_t nurec_box_slot(const int32_t* b, int64_t q) {
+NUREC_HD int64_t nurec_box_kept(const int32_t* b, int64_t s) {
     const uint64_t cut = nurec_box_cut(b);
-    if (q >= 64) return q - nurec_popcount64(cut);
-    if ((cut >> q) & 1) return -1;
-    return q - nurec_popcount64(cut & (((uint64_t)1 << q) - 1));
+    const int z = 64 - nurec_popcount64(cut); /* kept among the first 64 cells */
+    if (s >= z) return 64 + (s - z);
+    /* the n-th (0-based) set bit of the clear bits, by halves: no loop over cells */
+    const uint32_t lo = ~(uint32_t)cut;
+    const int z0 = nurec_popcount32(lo);
+    uint32_t m = s < z0 ? lo : ~(uint32_t)(cut >> 32);
+    int n = (int)(s < z0 ? s : s - z0), pos = s < z0 ? 0 : 32;
+    for (int w = 16; w >= 1; w >>= 1) {
+        const uint32_t low = m & ((1u << w) - 1u);
+        const int c = nurec_popcount32(low);
+        if (n >= c) {
+            n -= c;
+            m >>= w;
+            pos += w;
+        } else {
+            m = low;
+        }
+    }
+    return pos;
 }
 
 NUREC_HD int64_t nurec_box_tile(const int32_t* b, int64_t q, int tiles_x) {
