@@ -80,6 +80,7 @@ def main():
     nbytes = forward_bytes(scene)
     rows = []
     results = {}
+    per_call = {}  # back to back, us per call
     # opt-in kernel variants, set per process (see benchmarks/RESULTS.md)
     toggles = [name for name, var in (("PDL", "NUREC_OPS_PDL"),)
                if os.environ.get(var) == "1"]
@@ -98,6 +99,7 @@ def main():
         b2b, host = host_side[(name, pass_name)]
         bw = nbytes / (dev_us * 1e-6) / 1e9 if pass_name == "forward" else float("nan")
         results[(name, pass_name)] = sum_us
+        per_call[(name, pass_name)] = b2b
         rows.append([name, pass_name, f"{dev_us:.1f}", f"{sum_us:.1f}", f"{b2b:.1f}", f"{host:.1f}", launches, memsets,
                      f"{bw:.0f}" if pass_name == "forward" else "-"])
     print(f"\nstreet scene: N={scene['means'].shape[0]} Gaussians, T={scene['track_ranges'].shape[0]} tracks, "
@@ -113,7 +115,9 @@ def main():
     print()
     for name, _ in impls[1:]:
         print(f"speed-up vs {name}: forward {results[(name, 'forward')] / fused_f:.0f}x, "
-              f"fwd+bwd {results[(name, 'fwd+bwd')] / fused_fb:.0f}x (kernel sum)")
+              f"fwd+bwd {results[(name, 'fwd+bwd')] / fused_fb:.0f}x (kernel sum); per call back to back: forward "
+              f"{per_call[(name, 'forward')] / per_call[(impls[0][0], 'forward')]:.0f}x, fwd+bwd "
+              f"{per_call[(name, 'fwd+bwd')] / per_call[(impls[0][0], 'fwd+bwd')]:.0f}x")
     print(f"fused forward at {copy_us / fused_f * 100:.0f}% of copy bandwidth (kernel sum) ({nbytes / (fused_f * 1e-6) / 1e9:.0f} "
           f"GB/s; the copy: {nbytes / (copy_us * 1e-6) / 1e9:.0f} GB/s, device time)")
     print("kernel durations, fused forward:", {k[:40]: round(v, 1) for k, v in
