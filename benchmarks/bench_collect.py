@@ -9,6 +9,7 @@ import argparse
 import os
 import statistics
 import sys
+import time
 
 import torch
 
@@ -30,18 +31,34 @@ def forward_bytes(scene):
     return n * (e * (3 + 4 + 3 + 1) + scene["track_ids"].element_size() + e * (3 + 4 + 3 + 1))
 
 
+WINDOWS, WINDOW_GAP_S = 20, 0.25
+
+
 def host_figures(run):
-    """(back to back, host) us per call: each the mean of 100 calls; for a
-    call under 1 ms, the median of 5 such means after 200 calls of warm-up
-    (on the H200, one mean of 100 calls after a 10-call warm-up read 37-39
-    us per forward where loops of 2,000 calls read 25-27 us in the same
-    session: the host path was not warm)."""
+    """Back to back and host us per call, each the mean of 100 calls.
+
+    A call over 1 ms: one such mean. A call under 1 ms (host-bound): the
+    median of WINDOWS such means taken WINDOW_GAP_S apart, after 200 calls
+    of warm-up, with the spread, and an eager ``add_`` on a 16-element
+    tensor timed in the same windows as a gauge of the host's speed. Why
+    spread over seconds: on the H200 machine the host's speed changes over
+    time within one process (an eager add_ took 7.5 us of host time in some
+    stretches and 10.5 us in others, for seconds each: benchmarks/RESULTS.md,
+    session 7), so a few means taken within milliseconds report whichever
+    stretch they fell in."""
     if host_us(run, calls=3, warmup=1) > 1000:
-        return back_to_back_us(run), host_us(run)
+        return dict(b2b=back_to_back_us(run), host=host_us(run))
     back_to_back_us(run, calls=200, warmup=0)
-    b2b = statistics.median(back_to_back_us(run, warmup=0) for _ in range(5))
-    host = statistics.median(host_us(run, warmup=0) for _ in range(5))
-    return b2b, host
+    gauge = torch.zeros(16, device="cuda")
+    b2bs, hosts, gauges = [], [], []
+    for w in range(WINDOWS):
+        if w:
+            time.sleep(WINDOW_GAP_S)
+        b2bs.append(back_to_back_us(run, warmup=0))
+        hosts.append(host_us(run, warmup=0))
+        gauges.append(host_us(lambda: gauge.add_(1), warmup=0))
+    return dict(b2b=statistics.median(b2bs), host=statistics.median(hosts), b2b_range=(min(b2bs), max(b2bs)),
+                gauge=statistics.median(gauges), gauge_range=(min(gauges), max(gauges)))
 
 
 def main():
@@ -96,7 +113,7 @@ def main():
     copy_us = copy_time_us(nbytes)  # the profiler (after the host figures)
     for name, pass_name, run in runs:
         dev_us, sum_us, launches, memsets, _ = kernel_profile(run)
-        b2b, host = host_side[(name, pass_name)]
+        b2b, host = host_side[(name, pass_name)]["b2b"], host_side[(name, pass_name)]["host"]
         bw = nbytes / (dev_us * 1e-6) / 1e9 if pass_name == "forward" else float("nan")
         results[(name, pass_name)] = sum_us
         per_call[(name, pass_name)] = b2b
@@ -108,6 +125,12 @@ def main():
           f"{copy_us:.1f} us device time, {nbytes / (copy_us * 1e-6) / 1e9:.0f} GB/s\n")
     print(table(rows, ["impl", "pass", "span us", "kernel sum us", "back-to-back us/call", "host us/call",
                        "kernels", "memsets", "fwd GB/s"]))
+    for (name, pass_name), h in host_side.items():
+        if "b2b_range" in h:
+            print(f"{name} {pass_name}: back to back over {WINDOWS} windows {WINDOW_GAP_S} s apart: median "
+                  f"{h['b2b']:.1f}, min {h['b2b_range'][0]:.1f}, max {h['b2b_range'][1]:.1f} us per call; an eager "
+                  f"add_ in the same windows: median {h['gauge']:.1f}, min {h['gauge_range'][0]:.1f}, "
+                  f"max {h['gauge_range'][1]:.1f} us of host time")
     print(f"(nurec_ops forward back to back once torch.profiler has run in this process: "
           f"{back_to_back_us(runs[0][2]):.1f} us per call; the table's figures were taken before)")
     fused_f = results[(impls[0][0], "forward")]
