@@ -211,6 +211,26 @@ def test_many_cameras_and_sizes(device):
     check_parity(scene, device, torch.float64)
 
 
+def uses_ranks_per_image(C, N, W, H):
+    """Mirror of key_bits in csrc/tiles/tiles.cu: whether the CUDA binning
+    ranks items by depth within their image (fewer key bits) for this size."""
+    bits = lambda n: max(1, int(n).bit_length())  # noqa: E731  (bits_for)
+    tile = bits(C * -(-W // 16) * -(-H // 16))
+    per_all, per_image = bits(max(C * N - 1, 1)), bits(max(N - 1, 1))
+    cost = lambda end: -(-end // 8) * ((8 if end > 32 else 4) + 4)  # noqa: E731
+    return C > 1 and cost(per_image + tile) < cost(per_all + tile)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_parity_ranks_per_image(device, dtype):
+    # 600 items (10 rank bits) over 64 tiles (7 bits): 17 bits, 3 radix
+    # passes; ranked within each camera's 300 items, 16 bits and 2 passes, so
+    # the CUDA binning takes the per-image ranks (a second sort by image)
+    assert uses_ranks_per_image(2, 300, 128, 64) and not uses_ranks_per_image(3, 200, 40, 30)
+    check_parity(random_scene(N=300, C=2, W=128, H=64), device, dtype, bg=True)
+
+
 def test_gradcheck_cpu():
     scene = random_scene(N=6, C=2, W=12, H=10, D=2)
     scene["opacities"] = torch.rand(6, dtype=torch.float64) * 0.4 + 0.3
