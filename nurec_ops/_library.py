@@ -77,13 +77,9 @@ class AutogradOp:
             "forward": staticmethod(forward), "backward": staticmethod(backward)})
 
     def __call__(self, *args):
-        if torch.is_grad_enabled():
-            for a in args:
-                if isinstance(a, torch.Tensor) and a.requires_grad:
-                    if torch.compiler.is_compiling():
-                        return self.op(*args)
-                    return self._function.apply(*args)
         if torch.compiler.is_compiling():
             return self.op(*args)
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            return self._function.apply(*args)
         with _BelowAutograd():
             return self._entry(*args)
