@@ -17,7 +17,7 @@ from nurec_ops import reference as ref
 from nurec_ops.lidar_model import load_lidar_model, reduce_lidar_model
 from nurec_ops.rasterize_lidar import _POLICY, check_overflow, default_eps2d
 
-from conftest import DEVICES, DTYPES, assert_close, gpu, poison_allocator, random_quats
+from conftest import DEVICES, DTYPES, assert_close, gpu, poison_allocator, quat_mul, random_quats
 
 OPS = torch.ops.nurec_ops
 GRAD_KEYS = ("means", "quats", "scales", "opacities", "features")
@@ -244,13 +244,6 @@ def test_tiling_independence(device):
         assert_close(x, y, torch.float64)
 
 
-def _qmul(a, b):
-    w1, x1, y1, z1 = a
-    w2, x2, y2, z2 = b
-    return (w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2)
-
-
 @pytest.mark.parametrize("device", DEVICES)
 def test_binning_cuts_tiles_no_ray_reaches(device):
     """A Gaussian's tile rectangle spans its rows' whole spread of azimuth
@@ -262,9 +255,10 @@ def test_binning_cuts_tiles_no_ray_reaches(device):
     row to row), and the image matches the reference."""
     el, az, off = reduce_lidar_model(load_lidar_model(dtype=torch.float64, device=device), 4, 1)
     c, s = math.cos(math.pi / 8), math.sin(math.pi / 8)
-    q = _qmul((c, s, 0.0, 0.0), (math.cos(math.pi / 4), 0.0, 0.0, math.sin(math.pi / 4)))  # local x -> (0, 1, 1)/sqrt 2
     f64 = dict(dtype=torch.float64, device=device)
-    scene = dict(means=torch.tensor([[10.0, 0.0, 0.0]], **f64), quats=torch.tensor([q], **f64),
+    q = quat_mul(torch.tensor([c, s, 0.0, 0.0], **f64),
+                 torch.tensor([math.cos(math.pi / 4), 0.0, 0.0, math.sin(math.pi / 4)], **f64))  # local x -> (0, 1, 1)/sqrt 2
+    scene = dict(means=torch.tensor([[10.0, 0.0, 0.0]], **f64), quats=q[None],
                  scales=torch.tensor([[1.0, 0.02, 0.02]], **f64), opacities=torch.tensor([0.9], **f64),
                  features=torch.ones(1, 1, **f64), viewmats=torch.eye(4, **f64)[None],
                  row_elevations=el, column_azimuths=az, row_azimuth_offsets=off)
