@@ -1,6 +1,6 @@
 """Benchmark of the camera rasterizer (issue 3) on one CUDA device.
 
-Scenes: (a) gsplat's garden fixture (data/test_garden.npz): points cropped
+Scenes: (a) gsplat's garden fixture (../shared/data/gsplat/test_garden.npz): points cropped
 to [-2, 2]^3, scales uniform in [1e-4, 0.02], random unit quaternions,
 uniform opacities, its colours, its 3 cameras at 648x420 and with the
 intrinsics scaled x3 (1944x1260); (b) the street scene (benchmarks/scenes.py,
@@ -25,7 +25,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 import nurec_ops  # noqa: E402
+import shared_data  # noqa: E402  (tests/shared_data.py)
 from nurec_ops.rasterize_camera import _POLICY  # noqa: E402
 from timing import (autograd_step, copy_bandwidth_gbs, event_median_ms, graph_ms, host_syncs,  # noqa: E402
                     kernel_breakdown, stage_split, table)
@@ -44,7 +46,14 @@ STAGES = [
 
 
 def garden(device, dtype, scale=1, seed=0):
-    d = np.load(os.path.join(ROOT, "data", "test_garden.npz"))
+    """gsplat's garden fixture (../shared/data/gsplat/test_garden.npz) with
+    gsplat's recipe for the Gaussians (gsplat/_helper.py: points cropped to
+    [-2, 2]^3, random unit quaternions, scales up to 0.02, opacities in
+    [0, 1)); intrinsics and image size times `scale`."""
+    path = shared_data.find(shared_data.GARDEN)
+    if path is None:
+        raise SystemExit(f"gsplat's garden fixture {shared_data.GARDEN} not found under ../shared/data/")
+    d = np.load(path)
     g = torch.Generator().manual_seed(seed)
     means = torch.from_numpy(d["means3d"]).double()
     colors = torch.from_numpy(d["colors"]).double() / 255.0

@@ -3,7 +3,7 @@
 Scene: the collection benchmark's street scene (benchmarks/scenes.py,
 464,000 Gaussians collected at the query time), the lidar 1.8 m above the
 road mid-street (scenes.street_lidar), the real 128 x 3600 row-offset
-spinning lidar (data/, nurec_ops.lidar_model), range + 1 feature channel
+spinning lidar (the real calibration of ../shared/data/gsplat/, else the synthetic model of nurec_ops.lidar_model), range + 1 feature channel
 (the first colour channel standing in for intensity).
 
 Reports the median time (CUDA events, after warm-up) of forward and of
@@ -39,8 +39,11 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 import nurec_ops  # noqa: E402
-from nurec_ops.lidar_model import load_lidar_model, reduce_lidar_model  # noqa: E402
+from nurec_ops.lidar_model import load_lidar_model, reduce_lidar_model, synthetic_lidar_model  # noqa: E402
+import shared_data  # noqa: E402  (tests/shared_data.py)
+from nurec_ops._lidar_table import sensor_op_args  # noqa: E402
 from nurec_ops.rasterize_lidar import _POLICY, _SEGMENT_MIN, _SEGMENTS, default_eps2d  # noqa: E402
 from timing import (autograd_step, back_to_back_us, copy_bandwidth_gbs, event_median_ms, graph_ms,  # noqa: E402
                     host_syncs, host_us, kernel_breakdown, stage_split, table)
@@ -65,7 +68,9 @@ def street_lidar_scene(device, dtype, rows, cols):
         m, q, sc, o = nurec_ops.collect(s["means"], s["quats"], s["log_scales"], s["opacity_logits"],
                                         s["track_ids"], s["key_poses"], s["key_times"], s["track_ranges"],
                                         s["query_times"])
-    model = load_lidar_model(dtype=dtype, device=device)
+    path = shared_data.find(shared_data.LIDAR)  # the real calibration, else the synthetic model
+    model = (load_lidar_model(path, dtype=dtype, device=device) if path else
+             synthetic_lidar_model(dtype=dtype, device=device))
     model = reduce_lidar_model(model, max(128 // rows, 1), max(3600 // cols, 1))
     return dict(means=m, quats=q, scales=sc, opacities=o, features=s["colors"][:, :1].to(dtype).contiguous(),
                 viewmats=street_lidar(device, dtype), model=model)
@@ -114,7 +119,7 @@ def main():
     g_fb = graph_ms(make_step(sc, True, capacity=cap), a.iters)
     split, launches, memsets = stage_split(fb, STAGES)
     st = torch.ops.nurec_ops.rasterize_lidar_fwd(
-        sc["means"], sc["quats"], sc["scales"], sc["opacities"], sc["features"], sc["viewmats"], *sc["model"],
+        sc["means"], sc["quats"], sc["scales"], sc["opacities"], sc["features"], sc["viewmats"], *sensor_op_args(*sc["model"]),
         0.5, 200.0, default_eps2d(W), _SEGMENTS, _SEGMENT_MIN, cap)[9].tolist()
     row = [f"street lidar {R}x{W}", sc["means"].shape[0], f"{t_fwd:.3f}", f"{t_fb:.3f}", f"{b2b_fb:.3f}",
            f"{host_fb:.3f}", f"{g_fb:.3f}",

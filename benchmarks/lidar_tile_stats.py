@@ -28,6 +28,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench_rasterize_lidar import street_lidar_scene  # noqa: E402
+from nurec_ops._lidar_table import sensor_op_args  # noqa: E402
 from nurec_ops.rasterize_lidar import default_eps2d  # noqa: E402
 from timing import table  # noqa: E402
 
@@ -43,7 +44,7 @@ def main():
     W = model.column_azimuths.shape[0]
     t0 = time.perf_counter()
     out = torch.ops.nurec_ops.rasterize_lidar_fwd(sc["means"], sc["quats"], sc["scales"], sc["opacities"],
-                                                 sc["features"], sc["viewmats"], *model, 0.5, 200.0,
+                                                 sc["features"], sc["viewmats"], *sensor_op_args(*model), 0.5, 200.0,
                                                  default_eps2d(W), 0, 1, 0)
     seconds = time.perf_counter() - t0
     final_T, ranges = out[7], out[6]

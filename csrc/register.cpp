@@ -747,14 +747,14 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
 
 struct RlInputs : SplatGaussians {
     nurec_rasterize_lidar_params p;
-    Tensor row_el, col_az, row_off;
+    Tensor row_el, col_az, col_order, row_off;
 };
 
 RlInputs rl_inputs(const char* op, const Tensor& means, const Tensor& quats, const Tensor& scales,
                    const Tensor& opacities, const Tensor& features, const Tensor& viewmats,
                    const Tensor& row_elevations, const Tensor& column_azimuths,
-                   const Tensor& row_azimuth_offsets, double near_plane, double far_plane,
-                   double eps2d) {
+                   const Tensor& column_order, const Tensor& row_azimuth_offsets, double near_plane,
+                   double far_plane, double eps2d) {
     const int64_t N = splat_gaussian_shapes(op, means, quats, scales, opacities);
     check_shape(op, "features", features, {N, -1}, "[N, D] (N = means.shape[0])");
     const int64_t D = features.size(1);
@@ -768,6 +768,9 @@ RlInputs rl_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     const int64_t W = column_azimuths.size(0);
     check_shape(op, "row_azimuth_offsets", row_azimuth_offsets, {R},
                 "[R] (R = row_elevations.shape[0])");
+    check_shape(op, "column_order", column_order, {W}, "[W] (W = column_azimuths.shape[0])");
+    check_dtype(op, "column_order", column_order, ScalarType::Int);
+    check_device(op, "column_order", column_order, means, "means");
     check_like_means(op, means, {{"quats", &quats}, {"scales", &scales}, {"opacities", &opacities},
                                  {"features", &features}, {"viewmats", &viewmats},
                                  {"row_elevations", &row_elevations}, {"column_azimuths", &column_azimuths},
@@ -793,6 +796,7 @@ RlInputs rl_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     splat_gaussians(in, p, means, quats, scales, opacities, features, viewmats);
     in.row_el = dense(row_elevations);
     in.col_az = dense(column_azimuths);
+    in.col_order = dense(column_order);
     in.row_off = dense(row_azimuth_offsets);
     p.num_sweeps = C;
     p.num_gaussians = N;
@@ -806,6 +810,7 @@ RlInputs rl_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     p.eps2d = eps2d;
     p.row_elevations = in.row_el.data_ptr();
     p.column_azimuths = in.col_az.data_ptr();
+    p.column_order = (const int32_t*)in.col_order.data_ptr();
     p.row_azimuth_offsets = in.row_off.data_ptr();
     return in;
 }
@@ -831,12 +836,12 @@ void rl_segments(const char* op, nurec_rasterize_lidar_params& p, int64_t segmen
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>
 rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features,
-                    Tensor viewmats, Tensor row_elevations, Tensor column_azimuths,
+                    Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, Tensor column_order,
                     Tensor row_azimuth_offsets, double near_plane, double far_plane, double eps2d,
                     int64_t segments, int64_t segment_min, int64_t capacity) {
     const char* op = "rasterize_lidar";
     RlInputs in = rl_inputs(op, means, quats, scales, opacities, features, viewmats, row_elevations,
-                            column_azimuths, row_azimuth_offsets, near_plane, far_plane, eps2d);
+                            column_azimuths, column_order, row_azimuth_offsets, near_plane, far_plane, eps2d);
     nurec_rasterize_lidar_params& p = in.p;
     const int64_t C = p.num_sweeps, N = p.num_gaussians, D = p.channels, R = p.rows, W = p.cols;
     rl_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
@@ -871,13 +876,13 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     Tensor grad_features, Tensor grad_range, Tensor grad_alpha, Tensor means, Tensor quats,
     Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor row_elevations,
-    Tensor column_azimuths, Tensor row_azimuth_offsets, Tensor records, Tensor counts,
+    Tensor column_azimuths, Tensor column_order, Tensor row_azimuth_offsets, Tensor records, Tensor counts,
     Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
     Tensor seg_state, Tensor seg_last, double near_plane, double far_plane, double eps2d,
     int64_t segment_min) {
     const char* op = "rasterize_lidar_backward";
     RlInputs in = rl_inputs(op, means, quats, scales, opacities, features, viewmats, row_elevations,
-                            column_azimuths, row_azimuth_offsets, near_plane, far_plane, eps2d);
+                            column_azimuths, column_order, row_azimuth_offsets, near_plane, far_plane, eps2d);
     nurec_rasterize_lidar_params& p = in.p;
     const int64_t C = p.num_sweeps, N = p.num_gaussians, D = p.channels, R = p.rows, W = p.cols;
     check_shape(op, "grad_features", grad_features, {C, R, W, D}, "[C, R, W, D]");
@@ -960,14 +965,14 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
     // ---- rasterize_lidar (issue 4)
     m.def("rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, "
           "Tensor features, Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, "
-          "Tensor row_azimuth_offsets, float near, float far, float eps2d, int segments, "
+          "Tensor column_order, Tensor row_azimuth_offsets, float near, float far, float eps2d, int segments, "
           "int segment_min, int capacity) -> "
           "(Tensor features_out, Tensor range, Tensor alpha, Tensor records, Tensor counts, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
           "Tensor seg_state, Tensor seg_last)");
     m.def("rasterize_lidar_bwd(Tensor grad_features, Tensor grad_range, Tensor grad_alpha, "
           "Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features, "
-          "Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, "
+          "Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, Tensor column_order, "
           "Tensor row_azimuth_offsets, Tensor records, Tensor counts, Tensor isect_items, "
           "Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, Tensor seg_state, "
           "Tensor seg_last, float near, float far, float eps2d, int segment_min) "

@@ -10,22 +10,56 @@
 #include <torch/csrc/stable/tensor.h>
 #include <torch/headeronly/util/Exception.h>
 
+#include <cstdio>
 #include <initializer_list>
 #include <optional>
-#include <sstream>
+#include <stdexcept>
 #include <string>
+#include <type_traits>
 
 extern "C" {
 #include "math/defs.h"
 }
 
-// Like STD_TORCH_CHECK, but the message is only what the user needs (the
-// op, the argument and what was expected), without a C++ file and line.
-#define NUREC_CHECK(cond, ...)                                                              \
-    do {                                                                                    \
-        if (!(cond))                                                                        \
-            throw std::runtime_error(torch::headeronly::detail::stdTorchCheckMsgImpl(       \
-                "", ##__VA_ARGS__));                                                        \
+namespace nurec {
+namespace detail {
+
+// Error messages are built by appending to a std::string, never through
+// iostreams (std::ostringstream, which torch's STD_TORCH_CHECK uses): a
+// toolchain that links its own static copy of libstdc++ into the library
+// (the H200 image's /opt/gcc/bin/g++ does) crashed in that copy's locale
+// facets at the first `<<` of an integer, so every bad argument killed the
+// process instead of raising. Integers go through std::to_string, reals
+// through snprintf: neither touches a locale object.
+inline void append(std::string& s, const char* v) { s += v ? v : "(null)"; }
+inline void append(std::string& s, const std::string& v) { s += v; }
+inline void append(std::string& s, char v) { s += v; }
+inline void append(std::string& s, double v) {
+    char buf[40];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    s += buf;
+}
+template <class T>
+typename std::enable_if<std::is_integral<T>::value>::type append(std::string& s, T v) {
+    s += std::to_string(v);
+}
+
+template <class... A>
+std::string cat(const A&... a) {
+    std::string s;
+    (append(s, a), ...);
+    return s;
+}
+
+}  // namespace detail
+}  // namespace nurec
+
+// A failed argument check: throws std::runtime_error with only what the
+// user needs (the op, the argument and what was expected), without a C++
+// file and line. It reaches Python as a RuntimeError.
+#define NUREC_CHECK(cond, ...)                                                  \
+    do {                                                                        \
+        if (!(cond)) throw std::runtime_error(::nurec::detail::cat(__VA_ARGS__)); \
     } while (0)
 
 namespace nurec {
@@ -34,11 +68,12 @@ using torch::stable::Tensor;
 using torch::headeronly::ScalarType;
 
 inline std::string shape_str(const Tensor& t) {
-    std::ostringstream s;
-    s << "[";
-    for (int64_t d = 0; d < t.dim(); ++d) s << (d ? ", " : "") << t.size(d);
-    s << "]";
-    return s.str();
+    std::string s = "[";
+    for (int64_t d = 0; d < t.dim(); ++d) {
+        if (d) s += ", ";
+        s += std::to_string(t.size(d));
+    }
+    return s + "]";
 }
 
 inline const char* dtype_str(ScalarType t) {

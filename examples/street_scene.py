@@ -7,21 +7,18 @@ the background), an ego vehicle driving down the street with a pinhole camera
 and a spinning lidar, and the frame times at which they sample the scene.
 
 World frame: x along the road (the ego drives towards +x), y to the left,
-z up, metres. Times: int64 epoch microseconds. Self-contained: only torch and,
-for the lidar calibration, the JSON in ``data/``.
+z up, metres. Times: int64 epoch microseconds. Self-contained: only torch and
+nurec_ops.lidar_model (the synthetic lidar, or a real calibration JSON).
 """
-import json
 import math
-import os
 
 import torch
+
+from nurec_ops.lidar_model import load_lidar_model, synthetic_lidar_model
 
 EPOCH_US = 1_700_000_000_000_000
 FRAME_PERIOD_US = 100_000  # 10 Hz sensor frames
 KEY_PERIOD_US = 500_000  # 2 Hz actor key poses
-
-LIDAR_JSON = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "data",
-                          "row-offset-spinning-lidar-model-parameters.json")
 
 # Scene sizes. "small" runs on 2 CPU cores in about two minutes with the dense
 # reference rasterizers; "tiny" is for the tests; "large" is a realistic GPU
@@ -58,23 +55,18 @@ def _yaw_quat(yaw):
     return torch.stack([torch.cos(yaw / 2), z, z, torch.sin(yaw / 2)], -1)
 
 
-def lidar_model(rows, cols, device="cpu", dtype=torch.float32):
-    """The real 128 x 3600 row-offset spinning lidar of ``data/``, reduced to
-    ``rows`` x ``cols`` (evenly strided rows and columns, each row keeping its
-    own elevation and azimuth offset) so that a dense reference rasterizer can
-    run it on the CPU. Returns (row_elevations [R], column_azimuths [W],
-    row_azimuth_offsets [R]). Falls back to an evenly spaced model of the same
-    field of view if the JSON is not there."""
-    try:
-        with open(LIDAR_JSON) as f:
-            d = json.load(f)
-        el = torch.tensor(d["row_elevations_rad"], dtype=torch.float64)
-        az = torch.tensor(d["column_azimuths_rad"], dtype=torch.float64)
-        off = torch.tensor(d["row_azimuth_offsets_rad"], dtype=torch.float64)
-    except (OSError, KeyError, ValueError):
-        el = torch.linspace(0.2522, -0.4357, 128, dtype=torch.float64)
-        az = torch.linspace(math.pi, -math.pi, 3601, dtype=torch.float64)[:-1]
-        off = torch.zeros(128, dtype=torch.float64)
+def lidar_model(rows, cols, device="cpu", dtype=torch.float32, calibration=None):
+    """The spinning lidar, reduced to ``rows`` x ``cols`` (evenly strided rows
+    and columns, each row keeping its own elevation and azimuth offset) so
+    that a dense reference rasterizer can run it on the CPU: the synthetic
+    128 x 3600 model of nurec_ops.lidar_model (uneven rows, per-row azimuth
+    offsets), or a real calibration JSON (``calibration``: NCore's row-offset
+    spinning-lidar intrinsics, e.g. ../shared/data/gsplat/). Returns
+    (row_elevations [R], column_azimuths [W], row_azimuth_offsets [R])."""
+    if calibration is None:
+        el, az, off = synthetic_lidar_model(dtype=torch.float64)
+    else:
+        el, az, off = load_lidar_model(calibration, dtype=torch.float64)
     ri = torch.linspace(0, el.shape[0] - 1, rows).round().long()
     ci = torch.linspace(0, az.shape[0], cols + 1)[:-1].floor().long()
     f = lambda t: t.to(device=device, dtype=dtype)  # noqa: E731
@@ -139,7 +131,7 @@ def _car(g, n):
 _CAR_PLANS = [(-1.5, 12.0, 3.0, 0), (1.5, 40.0, -6.0, 0), (-4.5, 4.0, 7.0, 0), (4.5, 25.0, -3.0, 0.3)]
 
 
-def make_street(size="small", seed=0, device="cpu", dtype=torch.float32):
+def make_street(size="small", seed=0, device="cpu", dtype=torch.float32, lidar_calibration=None):
     """The ground-truth scene and sensor rig. Returns a dict:
 
     - Gaussians (packed): ``means [N,3]``, ``quats [N,4]``, ``log_scales
@@ -151,7 +143,8 @@ def make_street(size="small", seed=0, device="cpu", dtype=torch.float32):
       ``Ks [F,3,3]``, ``width``, ``height``, ``backgrounds [1,3]`` (sky);
       ``lidar_viewmats [F,4,4]`` (x forward, y left, z up) and the reduced
       lidar model ``row_elevations [R]``, ``column_azimuths [W]``,
-      ``row_azimuth_offsets [R]``.
+      ``row_azimuth_offsets [R]`` (synthetic, or from ``lidar_calibration``,
+      a real calibration JSON).
     """
     cfg = SIZES[size]
     g = torch.Generator().manual_seed(seed)
@@ -202,7 +195,8 @@ def make_street(size="small", seed=0, device="cpu", dtype=torch.float32):
     W, H = cfg["width"], cfg["height"]
     f = 0.5 * W / math.tan(math.radians(40))  # 80 degree horizontal field of view
     K = torch.tensor([[f, 0, W / 2], [0, f, H / 2 - 0.12 * H], [0, 0, 1]], dtype=torch.float64)
-    el, az, off = lidar_model(cfg["lidar_rows"], cfg["lidar_cols"], dtype=torch.float64)
+    el, az, off = lidar_model(cfg["lidar_rows"], cfg["lidar_cols"], dtype=torch.float64,
+                              calibration=lidar_calibration)
     scene = dict(
         means=torch.cat(all_m), quats=torch.cat(all_q), log_scales=torch.cat(all_ls),
         opacity_logits=torch.full((N,), 3.0, dtype=torch.float64) + 0.5 * _randn(g, N),

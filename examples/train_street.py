@@ -148,7 +148,8 @@ def train_step(P, D, opt, S, cfg):
 def build(args, size, device, dtype):
     """Ground truth (rendered by the fused ops: fast, and the same data
     whichever ops the loop uses) and the perturbed starting parameters."""
-    gt = street_scene.make_street(size, seed=args.seed, device=device, dtype=dtype)
+    gt = street_scene.make_street(size, seed=args.seed, device=device, dtype=dtype,
+                                  lidar_calibration=args.lidar_calibration)
     D = NS(gt)
     D.lidar = HAVE_LIDAR and not args.no_lidar
     N = gt["means"].shape[0]
@@ -348,6 +349,10 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--no-lidar", action="store_true", help="camera only")
+    p.add_argument("--lidar-calibration", default=None, metavar="PATH",
+                   help="a real spinning lidar's calibration JSON (NCore's row-offset model, e.g. "
+                        "../shared/data/gsplat/row-offset-spinning-lidar-model-parameters.json; any "
+                        "table start or spin direction); default: the synthetic 128 x 3600 model")
     p.add_argument("--no-eval", action="store_true", help="skip the before / after metrics and PNGs")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--out", default="train_street_out")

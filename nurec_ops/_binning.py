@@ -13,8 +13,17 @@ asynchronously:
 - capacity = ``ceil(needed * HEADROOM) + SLACK``: grown at once when a report
   needs more, shrunk only when it exceeds ``SHRINK_FACTOR`` times what is
   needed (so a capacity is not reallocated back and forth);
-- before any report (the first call on a device), ``initial_capacity`` is a
-  generous guess from the sizes of the call.
+- a call with more work (cameras x Gaussians, e.g. after densification) than
+  the last report's gets at least that report's intersections per item
+  times its own work, with the headroom;
+- the first call of a configuration (no report yet for its device and
+  sensor shape) is sized exactly instead, at the price of one host
+  synchronization, once: it runs with a guess from its sizes, reads its
+  count back and, if that overflowed, runs again with the count it needs.
+  A first call never returns NaN; every later call is sync-free. Inside
+  CUDA-graph capture or torch.compile no synchronization is possible, so a
+  first call there without ``capacity=`` raises an error naming it (warm
+  up eagerly first, or pass ``capacity=``).
 
 A call that overflows (more intersections than its capacity) never writes out
 of bounds and never returns a wrong image: its render, depth and alpha are
@@ -57,6 +66,7 @@ class CapacityPolicy:
     def __init__(self, op):
         self.op = op
         self.capacity = {}  # (device index, key) -> int
+        self.rate = {}  # (device index, key) -> (needed intersections per item, items) of the last report
         self.pending = collections.deque()  # (event, pinned status, capacity, serial, key)
         self.spare = collections.defaultdict(list)  # device index -> read (event, pinned status), for reuse
         self.serial = 0
@@ -68,22 +78,31 @@ class CapacityPolicy:
     def target(self, needed):
         return int(math.ceil(needed * HEADROOM)) + SLACK
 
-    def capacity_for(self, device, key, guess):
-        """Capacity for the next call on `device` (`key` separates configurations)."""
+    def capacity_for(self, device, key, work):
+        """Capacity for the next call on `device` (`key` separates
+        configurations) with `work` items, or None when no call of this
+        configuration has been sized yet (the caller sizes it exactly)."""
         if not _compiling():
             self.poll()
         k = self._key(device, key)
         if k not in self.capacity:
-            self.capacity[k] = max(MIN_CAPACITY, int(guess))
+            return None
+        per_item, items = self.rate.get(k, (0.0, work))
+        if work > items:  # more Gaussians than the last report saw: scale its count
+            want = self.target(per_item * work)
+            if want > self.capacity[k]:
+                self.capacity[k] = want
         return self.capacity[k]
 
-    def update(self, k, needed):
+    def update(self, k, needed, work=None):
         cap = self.capacity.get(k, 0)
         want = self.target(needed)
         if want > cap or cap > SHRINK_FACTOR * want:
             self.capacity[k] = max(MIN_CAPACITY, want)
+        if work:
+            self.rate[k] = (needed / work, work)
 
-    def record(self, device, key, status, capacity):
+    def record(self, device, key, status, capacity, work=None):
         """Queues the asynchronous report of one eager call's status."""
         if _compiling() or torch.cuda.is_current_stream_capturing():
             return
@@ -104,7 +123,7 @@ class CapacityPolicy:
         # device, so query() could pass before the copy landed).
         ev.record(torch.cuda.current_stream(status.device))
         self.serial += 1
-        self.pending.append((ev, pinned, capacity, self.serial, k))
+        self.pending.append((ev, pinned, capacity, self.serial, k, work))
 
     def poll(self):
         """Reads every report whose copy has finished (never waits)."""
@@ -114,14 +133,14 @@ class CapacityPolicy:
         keep = collections.deque()
         while self.pending:
             item = self.pending.popleft()
-            ev, pinned, cap, serial, k = item
+            ev, pinned, cap, serial, k, work = item
             if not ev.query():
                 keep.append(item)
                 continue
             needed, overflowed = (int(v) for v in pinned.tolist())
             if len(self.spare[k[0]]) < 8:
                 self.spare[k[0]].append((ev, pinned))
-            self.update(k, needed)
+            self.update(k, needed, work)
             if overflowed:
                 problems.append((serial, needed, cap, self.capacity[k]))
         self.pending = keep
@@ -169,11 +188,12 @@ def run_binned(op, forward, args, device, key, work, binning, capacity, on_overf
     """Runs a binned rasterizer forward (`forward(*args, capacity)`) under
     the policy of `op`, the one piece of this file the rasterizers call:
     validates the policy arguments, picks the capacity (fixed by the caller,
-    or from earlier reports with `work` = cameras x Gaussians as the first
-    guess), and afterwards either records the device's report without waiting
+    or from earlier reports scaled to `work` = cameras x Gaussians), and
+    afterwards either records the device's report without waiting
     (binning="auto") or reads it at once and re-runs an overflowed call
-    (binning="exact": the one host sync). `report` is the index of the
-    [needed, overflowed] status tensor in the forward's outputs."""
+    (binning="exact", and the first call of a configuration: the one host
+    sync). `report` is the index of the [needed, overflowed] status tensor
+    in the forward's outputs."""
     from . import _checks
 
     if binning not in ("auto", "exact"):
@@ -182,6 +202,7 @@ def run_binned(op, forward, args, device, key, work, binning, capacity, on_overf
         _checks.fail(op, f'`on_overflow` must be "warn" or "raise", got {on_overflow!r}')
     pol = policy(op)
     cap = 0
+    exact = binning == "exact"
     if device.type == "cuda":
         pol.on_overflow = on_overflow
         if capacity is not None:
@@ -189,14 +210,21 @@ def run_binned(op, forward, args, device, key, work, binning, capacity, on_overf
             if cap < 0:
                 _checks.fail(op, f"`capacity` must be >= 0, got {cap}")
         else:
-            cap = pol.capacity_for(device, key, 8 * work)
+            cap = pol.capacity_for(device, key, work)
+            if cap is None:  # the first call of this configuration: sized exactly, once
+                if _compiling() or torch.cuda.is_current_stream_capturing():
+                    _checks.fail(op, "the first call of a configuration (cameras or sweeps and their size) "
+                                     "inside CUDA-graph capture or torch.compile needs `capacity=` (the "
+                                     "number of Gaussian-tile intersections to allocate): no host "
+                                     "synchronization can size it there; or run it once eagerly first")
+                cap, exact = max(MIN_CAPACITY, 8 * work), True
     out = forward(*args, cap)
     if device.type == "cuda":
-        if binning == "exact" and not _compiling():
+        if exact and not _compiling():
             needed, overflowed = (int(v) for v in out[report].tolist())  # the one sync
-            pol.update(pol._key(device, key), needed)
+            pol.update(pol._key(device, key), needed, work)
             if overflowed:
-                out = forward(*args, max(needed, 1))
+                out = forward(*args, pol.target(needed) if capacity is None else max(needed, 1))
         elif capacity is None:
-            pol.record(device, key, out[report], cap)
+            pol.record(device, key, out[report], cap, work)
     return out

@@ -1,16 +1,14 @@
-"""Spinning-lidar sensor models for rasterize_lidar: loading the row-offset
-calibration JSON (the real 128-row x 3600-column sensor of
-data/row-offset-spinning-lidar-model-parameters.json, see data/ORIGIN.md)
-into the tensors rasterize_lidar takes, and reducing a model (every k-th row
-and column) for CPU-sized runs and tests."""
+"""Spinning-lidar sensor models for rasterize_lidar: a synthetic 128-row x
+3600-column model generated here (the default: it needs no file), loading
+a real row-offset calibration JSON (NCore's lidar intrinsics format: keys
+n_rows, n_columns, row_elevations_rad, column_azimuths_rad,
+row_azimuth_offsets_rad), and reducing a model (every k-th row and column)
+for CPU-sized runs and tests."""
 import collections
 import json
-import os
+import math
 
 import torch
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_PATH = os.path.join(os.path.dirname(_HERE), "data", "row-offset-spinning-lidar-model-parameters.json")
 
 LidarModel = collections.namedtuple("LidarModel", ["row_elevations", "column_azimuths", "row_azimuth_offsets"])
 LidarModel.__doc__ = """A spinning lidar: ray (i, j) points at azimuth
@@ -19,12 +17,33 @@ LidarModel.__doc__ = """A spinning lidar: ray (i, j) points at azimuth
 Unpack it into rasterize_lidar: ``rasterize_lidar(..., viewmats, *model)``."""
 
 
-def load_lidar_model(path=None, dtype=torch.float32, device="cpu"):
-    """Reads a row-offset spinning-lidar calibration JSON (keys n_rows,
-    n_columns, row_elevations_rad, column_azimuths_rad,
-    row_azimuth_offsets_rad) into a LidarModel of ``dtype`` on ``device``.
-    ``path`` defaults to the real 128 x 3600 calibration shipped in data/."""
-    path = DEFAULT_PATH if path is None else path
+def synthetic_lidar_model(rows=128, cols=3600, dtype=torch.float32, device="cpu"):
+    """A spinning lidar shaped like a real 128-beam automotive one, made up
+    here: rows from +15 to -25 degrees, unevenly spaced (densest near the
+    horizon, where such sensors put their beams), each row fired with its own
+    azimuth offset (a repeating pattern of -4.5 to +11 degrees, so that
+    neighbouring rows jump by degrees as on real sensors), and ``cols``
+    columns spinning clockwise from +pi over a full turn (decreasing
+    azimuths, as a real table's). Deterministic: no random numbers."""
+    i = torch.arange(rows, dtype=torch.float64)
+    u = (i + 0.5) / rows * 2 - 1  # (-1, 1), top row first
+    top, bottom = math.radians(15.0), math.radians(-25.0)
+    mid, half = 0.5 * (top + bottom), 0.5 * (top - bottom)
+    el = mid - half * (0.35 * u + 0.65 * u ** 3)  # denser near the middle
+    pattern = torch.tensor([-4.5, 1.5, 7.0, -1.0, 11.0, 3.0, -3.0, 5.5], dtype=torch.float64)
+    off = torch.deg2rad(pattern[(torch.arange(rows) * 3) % pattern.numel()])
+    az = math.pi - (torch.arange(cols, dtype=torch.float64) + 0.5) * (2 * math.pi / cols)
+    return LidarModel(el.to(device=device, dtype=dtype), az.to(device=device, dtype=dtype),
+                      off.to(device=device, dtype=dtype))
+
+
+def load_lidar_model(path, dtype=torch.float32, device="cpu"):
+    """Reads a row-offset spinning-lidar calibration JSON (NCore's lidar
+    intrinsics: keys n_rows, n_columns, row_elevations_rad,
+    column_azimuths_rad, row_azimuth_offsets_rad) into a LidarModel of
+    ``dtype`` on ``device``. Its column table is taken as it is, whatever
+    azimuth it starts at and whichever way it spins (rasterize_lidar needs
+    only the rays' directions)."""
     with open(path) as f:
         d = json.load(f)
     R, W = int(d["n_rows"]), int(d["n_columns"])

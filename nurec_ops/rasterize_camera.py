@@ -60,10 +60,13 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     1e-4. Tiles (16 x 16) are only a schedule: each Gaussian is binned into
     every tile its opacity-aware ellipse ``d^T Sigma^-1 d <= 2 ln(255 o)``
     (plus a 0.01 rounding margin) crosses, row by row, so images do not
-    depend on tiling. Choices where the SPEC is silent: the Jacobian is not
-    clamped at the image border (exactly "at the mean"); a zero quaternion is
-    the identity with zero gradient; gradients do not flow into viewmats, Ks,
-    near or far.
+    depend on tiling. The Jacobian is evaluated with x / z and y / z clamped
+    to 30% of the half field of view past the image borders (the 3DGS code's
+    and gsplat's convention, so that scenes trained there render the same;
+    the mean's own projection is not clamped; no gradient past the bound for
+    the clamped coordinate). Choices where the SPEC is silent: a zero
+    quaternion is the identity with zero gradient; gradients do not flow
+    into viewmats, Ks, near or far.
     """
     sh = -1 if sh_degree is None else int(sh_degree)
     if sh < 0 and features.dim() == 3:

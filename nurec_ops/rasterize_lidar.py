@@ -8,6 +8,7 @@ import torch
 
 from . import _binning
 from . import _checks as Ck
+from ._lidar_table import canonical_columns
 from ._library import AutogradOp, ops
 from .nvtx import ranged
 
@@ -48,10 +49,14 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
             ``[R]`` (radians): ray (i, j) points at azimuth
             ``column_azimuths[j] + row_azimuth_offsets[i]`` and elevation
             ``row_elevations[i]``. Rows may be unevenly spaced and in any
-            order; column azimuths must be monotone (increasing or
-            decreasing, as a spinning lidar's are) and may run past +-pi
-            (e.g. 3.09 down to -3.19): only differences are wrapped. See
-            nurec_ops.lidar_model for the real 128 x 3600 calibration.
+            order. Only the rays' directions matter, never the table's
+            numeric order: a column table may start anywhere, run clockwise
+            or counter-clockwise, wrap from -pi to pi anywhere inside, cover
+            less than a full turn and be uneven, as real sensors' tables are
+            (the kernels walk a canonical copy, derived on the device and
+            cached per table: nurec_ops/_lidar_table.py; the outputs keep the
+            caller's column order). See nurec_ops.lidar_model for the
+            sensor models (a real calibration JSON, or a synthetic one).
         near, far: Gaussians whose mean's range is not in (near, far) metres
             are dropped.
         eps2d: rad^2 added to the projected covariance's diagonal; None:
@@ -96,7 +101,8 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     W = column_azimuths.shape[0] if column_azimuths.dim() == 1 else 0
     e2 = default_eps2d(W) if eps2d is None else float(eps2d)
     segments = _SEGMENTS if means.device.type == "cuda" else 0
-    args = (means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
+    col_az, col_order = canonical_columns(column_azimuths)
+    args = (means, quats, scales, opacities, features, viewmats, row_elevations, col_az, col_order,
             row_azimuth_offsets, float(near), float(far), e2, segments, _SEGMENT_MIN)
     C, N = _binning.leading(viewmats), _binning.leading(means)
     out = _binning.run_binned(_OP, _FORWARD, args, means.device,
@@ -112,7 +118,7 @@ def check_overflow():
 
 
 def _check(op, means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
-           row_azimuth_offsets, near, far, eps2d):
+           column_order, row_azimuth_offsets, near, far, eps2d):
     Ck.shape(op, "means", means, (-1, 3), "[N, 3]")
     Ck.real(op, "means", means, means, "means")
     N = means.shape[0]
@@ -130,6 +136,9 @@ def _check(op, means, quats, scales, opacities, features, viewmats, row_elevatio
     Ck.shape(op, "column_azimuths", column_azimuths, (-1,), "[W]")
     W = column_azimuths.shape[0]
     Ck.shape(op, "row_azimuth_offsets", row_azimuth_offsets, (R,), "[R] (R = row_elevations.shape[0])")
+    Ck.shape(op, "column_order", column_order, (W,), "[W] (W = column_azimuths.shape[0])")
+    Ck.dtype(op, "column_order", column_order, torch.int32)
+    Ck.device(op, "column_order", column_order, means, "means")
     named = [("quats", quats), ("scales", scales), ("opacities", opacities), ("features", features),
              ("viewmats", viewmats), ("row_elevations", row_elevations), ("column_azimuths", column_azimuths),
              ("row_azimuth_offsets", row_azimuth_offsets)]
@@ -151,10 +160,10 @@ def _check(op, means, quats, scales, opacities, features, viewmats, row_elevatio
 
 
 @torch.library.register_fake("nurec_ops::rasterize_lidar_fwd")
-def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
+def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths, column_order,
           row_azimuth_offsets, near, far, eps2d, segments, segment_min, capacity):
     C, N, D, R, W = _check(_OP, means, quats, scales, opacities, features, viewmats, row_elevations,
-                           column_azimuths, row_azimuth_offsets, near, far, eps2d)
+                           column_azimuths, column_order, row_azimuth_offsets, near, far, eps2d)
     _check_segments(_OP, segments, segment_min)
     ty, tx = (R + _TILE_ROWS - 1) // _TILE_ROWS, (W + _TILE_COLS - 1) // _TILE_COLS
     M = _binning.fake_intersections(means.device, capacity)
@@ -178,10 +187,11 @@ def _check_segments(op, segments, segment_min):
 
 @torch.library.register_fake("nurec_ops::rasterize_lidar_bwd")
 def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, opacities, features, viewmats,
-                   row_elevations, column_azimuths, row_azimuth_offsets, records, counts, isect_items,
-                   tile_ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d, segment_min):
+                   row_elevations, column_azimuths, column_order, row_azimuth_offsets, records, counts,
+                   isect_items, tile_ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,
+                   segment_min):
     C, N, D, R, W = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats,
-                           row_elevations, column_azimuths, row_azimuth_offsets, near, far, eps2d)
+                           row_elevations, column_azimuths, column_order, row_azimuth_offsets, near, far, eps2d)
     Ck.shape(_OP + "_backward", "grad_features", grad_features, (C, R, W, D), "[C, R, W, D]")
     Ck.shape(_OP + "_backward", "grad_range", grad_range, (C, R, W, 1), "[C, R, W, 1]")
     Ck.shape(_OP + "_backward", "grad_alpha", grad_alpha, (C, R, W, 1), "[C, R, W, 1]")
@@ -190,18 +200,18 @@ def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, 
 
 
 def _setup_context(ctx, inputs, output):
-    (means, quats, scales, opacities, features, viewmats, row_el, col_az, row_off, near, far, eps2d,
+    (means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order, row_off, near, far, eps2d,
      _segments, segment_min, _capacity) = inputs
     _, _, _, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last = output
     ctx.set_materialize_grads(False)
-    ctx.save_for_backward(means, quats, scales, opacities, features, viewmats, row_el, col_az, row_off,
-                          records, counts, isect, ranges, final_T, last, status, seg_state, seg_last)
+    ctx.save_for_backward(means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order,
+                          row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last)
     ctx.cfg = (near, far, eps2d, segment_min)
 
 
 def _backward(ctx, g_feat, g_range, g_alpha, *_unused):
-    (means, quats, scales, opacities, features, viewmats, row_el, col_az, row_off, records, counts, isect,
-     ranges, final_T, last, status, seg_state, seg_last) = ctx.saved_tensors
+    (means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order, row_off, records, counts,
+     isect, ranges, final_T, last, status, seg_state, seg_last) = ctx.saved_tensors
     near, far, eps2d, segment_min = ctx.cfg
     C, D, R, W = viewmats.shape[0], features.shape[1], row_el.shape[0], col_az.shape[0]
     if g_feat is None:
@@ -211,9 +221,10 @@ def _backward(ctx, g_feat, g_range, g_alpha, *_unused):
     if g_alpha is None:
         g_alpha = means.new_zeros((C, R, W, 1))
     gm, gq, gs, go, gf = ops.rasterize_lidar_bwd(
-        g_feat, g_range, g_alpha, means, quats, scales, opacities, features, viewmats, row_el, col_az, row_off,
-        records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d, segment_min)
-    return gm, gq, gs, go, gf, None, None, None, None, None, None, None, None, None, None
+        g_feat, g_range, g_alpha, means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order,
+        row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,
+        segment_min)
+    return gm, gq, gs, go, gf, None, None, None, None, None, None, None, None, None, None, None
 
 
 _FORWARD = AutogradOp("rasterize_lidar_fwd", _backward, _setup_context)

@@ -10,6 +10,7 @@ import torch
 from nurec_ops.collect import _COLLECT, _COLLECT_PARAMETERS
 from nurec_ops.rasterize_camera import _FORWARD as _CAMERA
 from nurec_ops.rasterize_lidar import _FORWARD as _LIDAR
+from nurec_ops._lidar_table import sensor_op_args
 from nurec_ops.rasterize_lidar import default_eps2d
 from nurec_ops.track_poses import _INTERPOLATE
 from conftest import DEVICES, make_gaussians, make_track_poses, make_tracks, query_times_for
@@ -56,7 +57,7 @@ def _camera(device):
 def _lidar(device):
     s = lidar_scene(N=60, C=2, D=2)
     g = _leaves(s, device, ("means", "quats", "scales", "opacities", "features"))
-    sensor = [s[k].to(device) for k in ("row_elevations", "column_azimuths", "row_azimuth_offsets")]
+    sensor = sensor_op_args(*[s[k].to(device) for k in ("row_elevations", "column_azimuths", "row_azimuth_offsets")])
     W = sensor[1].shape[0]
     segments = 4 if device == "cuda" else 0  # the parts of long lists, as the wrapper passes on CUDA
     args = (*g, s["viewmats"].to(device), *sensor, 0.5, 200.0, default_eps2d(W), segments, 8, 1 << 16)

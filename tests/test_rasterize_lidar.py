@@ -14,10 +14,12 @@ import torch
 
 import nurec_ops
 from nurec_ops import reference as ref
-from nurec_ops.lidar_model import load_lidar_model, reduce_lidar_model
+from nurec_ops.lidar_model import load_lidar_model, reduce_lidar_model, synthetic_lidar_model
+from nurec_ops._lidar_table import sensor_op_args
 from nurec_ops.rasterize_lidar import _POLICY, check_overflow, default_eps2d
 
 from conftest import DEVICES, DTYPES, assert_close, gpu, poison_allocator, quat_mul, random_quats
+import shared_data
 
 OPS = torch.ops.nurec_ops
 GRAD_KEYS = ("means", "quats", "scales", "opacities", "features")
@@ -26,10 +28,21 @@ SENSOR_KEYS = ("row_elevations", "column_azimuths", "row_azimuth_offsets")
 
 # ---------------------------------------------------------------- scenes
 
+def full_model(dtype=torch.float64, device="cpu"):
+    """The real 128 x 3600 calibration of ../shared/data/gsplat/ (its table
+    runs from 3.09 down to -3.19 rad), or where it is absent the synthetic
+    model of the same shape (uneven rows, per-row offsets, spinning
+    clockwise from pi): the tests below hold for either."""
+    path = shared_data.find(shared_data.LIDAR)
+    if path is None:
+        return synthetic_lidar_model(dtype=dtype, device=device)
+    return load_lidar_model(path, dtype=dtype, device=device)
+
+
 def sensor(row_step=8, col_step=10):
-    """The real sensor, every row_step-th row and col_step-th column (float64):
-    (8, 10) gives 16 uneven rows x 360 columns from 3.09 down to -3.19 rad."""
-    return reduce_lidar_model(load_lidar_model(dtype=torch.float64), row_step, col_step)
+    """The full model (full_model), every row_step-th row and col_step-th
+    column (float64): (8, 10) gives 16 uneven rows x 360 columns."""
+    return reduce_lidar_model(full_model(), row_step, col_step)
 
 
 def yaw_pose(yaw, t):
@@ -237,7 +250,7 @@ def test_tiling_independence(device):
     for a, b in zip(run(nurec_ops.rasterize_lidar, s3), base):
         assert torch.equal(a, b.flip(2))
     # the full 3600 columns cut the other way: every 10th column from column 5
-    s4 = dict(scene, column_azimuths=load_lidar_model(dtype=torch.float64, device=device).column_azimuths[5::10])
+    s4 = dict(scene, column_azimuths=full_model(device=device).column_azimuths[5::10])
     a = run(nurec_ops.rasterize_lidar, s4)
     e = run(ref.rasterize_lidar, s4)
     for x, y in zip(a, e):
@@ -253,7 +266,7 @@ def test_binning_cuts_tiles_no_ray_reaches(device):
     per row): every (row, tile) that a ray with alpha > 0 lies in is binned,
     the rectangle is not (the real offsets move it between two tiles from
     row to row), and the image matches the reference."""
-    el, az, off = reduce_lidar_model(load_lidar_model(dtype=torch.float64, device=device), 4, 1)
+    el, az, off = reduce_lidar_model(full_model(device=device), 4, 1)
     c, s = math.cos(math.pi / 8), math.sin(math.pi / 8)
     f64 = dict(dtype=torch.float64, device=device)
     q = quat_mul(torch.tensor([c, s, 0.0, 0.0], **f64),
@@ -266,7 +279,12 @@ def test_binning_cuts_tiles_no_ray_reaches(device):
     alpha, ranges = out[2][0, :, :, 0].cpu(), out[6][0].cpu()
     tile_cols = 256  # NUREC_RL_TILE_COLS (csrc/rasterize_lidar/rasterize_lidar.h)
     assert ranges.shape[1] == -(-az.shape[0] // tile_cols)
-    reached = {(i, j // tile_cols) for i, j in (alpha > 0).nonzero().tolist()}
+    # tiles are runs of the canonical table's columns (nurec_ops/_lidar_table.py):
+    # the user's column j is canonical column pos[j]
+    order = sensor_op_args(el, az, off)[2].long().cpu()
+    pos = torch.empty_like(order)
+    pos[order] = torch.arange(order.shape[0])
+    reached = {(i, int(pos[j]) // tile_cols) for i, j in (alpha > 0).nonzero().tolist()}
     binned = {(i, t) for i, t in ((ranges[..., 1] - ranges[..., 0]) > 0).nonzero().tolist()}
     rows, tiles = {i for i, _ in binned}, {t for _, t in binned}
     assert len(reached) > 10 and len(tiles) > 1
@@ -375,7 +393,7 @@ def test_eps2d_default_and_explicit():
 
 
 def test_lidar_model():
-    m = load_lidar_model()
+    m = load_lidar_model(shared_data.require(shared_data.LIDAR))
     assert [t.shape[0] for t in m] == [128, 3600, 128] and m.row_elevations.dtype == torch.float32
     assert m.column_azimuths[0] > 3.0 and m.column_azimuths[-1] < -3.1  # past -pi: only differences wrap
     assert (m.column_azimuths.diff() < 0).all()
@@ -384,6 +402,18 @@ def test_lidar_model():
     assert torch.equal(r.row_azimuth_offsets, m.row_azimuth_offsets[::8])
     sp = m.row_elevations.double().diff().abs()
     assert sp.max() > 1.5 * sp.min()  # rows are unevenly spaced
+
+
+def test_synthetic_lidar_model():
+    """The default sensor needs no file: 128 uneven rows with offsets that jump
+    by degrees between neighbours, 3600 columns spinning clockwise over a turn."""
+    m = synthetic_lidar_model()
+    assert [t.shape[0] for t in m] == [128, 3600, 128] and m.row_elevations.dtype == torch.float32
+    az, el, off = m.column_azimuths.double(), m.row_elevations.double(), m.row_azimuth_offsets.double()
+    assert (az.diff() < 0).all() and abs(az[0] - az[-1] - 2 * math.pi * 3599 / 3600) < 1e-5
+    sp = el.diff().abs()
+    assert (el.diff() < 0).all() and sp.max() > 1.5 * sp.min()
+    assert off.diff().abs().max() > math.radians(5) and off.min() < 0 < off.max()
 
 
 # ------------------------------------------------------------------ errors
@@ -456,7 +486,7 @@ def test_parity_rectangles_past_64_cells(device):
 def fwd_op_args(s, segments, segment_min, capacity):
     """A scene's arguments of torch.ops.nurec_ops.rasterize_lidar_fwd."""
     W = s["column_azimuths"].shape[0]
-    return (*[s[k] for k in GRAD_KEYS], s["viewmats"], *[s[k] for k in SENSOR_KEYS],
+    return (*[s[k] for k in GRAD_KEYS], s["viewmats"], *sensor_op_args(*[s[k] for k in SENSOR_KEYS]),
             s.get("near", 0.5), s.get("far", 200.0), default_eps2d(W), segments, segment_min, capacity)
 
 
@@ -498,7 +528,7 @@ def test_compile_fullgraph(device):
 def full_sensor_scene(N=20_000):
     """The real 128 x 3600 sensor, N Gaussians around it, two sweeps (float64)."""
     torch.manual_seed(torch.initial_seed() % (1 << 31))
-    el, az, off = load_lidar_model(dtype=torch.float64)
+    el, az, off = full_model()
     return dict(means=shell_points(N, 1.0, 40.0), quats=random_quats(N),
                 scales=torch.exp(torch.randn(N, 3, dtype=torch.float64) * 0.5 - 2.0),
                 opacities=torch.rand(N, dtype=torch.float64), features=torch.rand(N, 2, dtype=torch.float64),

@@ -9,7 +9,7 @@ NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
     if (it >= p.num_cameras * N) return;
     int64_t c = it / N, g = it - c * N;
     NR(rc_camera) cam;
-    NR(rc_camera_load)((const real_t*)p.viewmats + 16 * c, (const real_t*)p.Ks + 9 * c, &cam);
+    NR(rc_camera_load)((const real_t*)p.viewmats + 16 * c, (const real_t*)p.Ks + 9 * c, p.width, p.height, &cam);
     const real_t* mp = (const real_t*)p.means + 3 * g;
     const real_t* qp = (const real_t*)p.quats + 4 * g;
     const real_t* sp = (const real_t*)p.scales + 3 * g;
@@ -224,7 +224,7 @@ NR(rc_project_backward_kernel)(nurec_rasterize_camera_params p) {
         int64_t it = c * N + g;
         if (p.counts[it] <= 0) continue;
         NR(rc_camera) cam;
-        NR(rc_camera_load)((const real_t*)p.viewmats + 16 * c, (const real_t*)p.Ks + 9 * c, &cam);
+        NR(rc_camera_load)((const real_t*)p.viewmats + 16 * c, (const real_t*)p.Ks + 9 * c, p.width, p.height, &cam);
         NR(rc_proj) P;
         real_t rec[NUREC_TREC_SIZE], q1[4], s1[3], gr[NUREC_SPLAT_GREC_SIZE];
         const real_t* gp = (const real_t*)p.grad_records + NUREC_SPLAT_GREC_SIZE * it;

@@ -1,12 +1,17 @@
 /* Generic over real_t (see math/generic.h). */
 
 /* One pinhole camera: world -> camera rotation R (row-major) and t, the
- * intrinsics, and the camera centre in the world (-R^T t). */
+ * intrinsics, the camera centre in the world (-R^T t), and the bounds of
+ * x / z and y / z at which the Jacobian is evaluated (SPEC section 3: 30%
+ * of the half field of view past each image border, as the 3DGS code and
+ * gsplat's classic path clamp it). */
 typedef struct NR(rc_camera) {
     real_t R[9], t[3], fx, fy, cx, cy, campos[3];
+    real_t lim_x[2], lim_y[2];
 } NR(rc_camera);
 
-NUREC_HD void NR(rc_camera_load)(const real_t* V, const real_t* K, NR(rc_camera)* c) {
+NUREC_HD void NR(rc_camera_load)(const real_t* V, const real_t* K, int width, int height,
+                                 NR(rc_camera)* c) {
     for (int r = 0; r < 3; ++r) {
         for (int k = 0; k < 3; ++k) c->R[3 * r + k] = V[4 * r + k];
         c->t[r] = V[4 * r + 3];
@@ -14,6 +19,19 @@ NUREC_HD void NR(rc_camera_load)(const real_t* V, const real_t* K, NR(rc_camera)
     c->fx = K[0]; c->fy = K[4]; c->cx = K[2]; c->cy = K[5];
     for (int k = 0; k < 3; ++k)
         c->campos[k] = -(c->R[k] * c->t[0] + c->R[3 + k] * c->t[1] + c->R[6 + k] * c->t[2]);
+    const real_t tan_x = (real_t)0.5 * (real_t)width / c->fx, tan_y = (real_t)0.5 * (real_t)height / c->fy;
+    c->lim_x[0] = -(c->cx / c->fx + (real_t)0.3 * tan_x);
+    c->lim_x[1] = ((real_t)width - c->cx) / c->fx + (real_t)0.3 * tan_x;
+    c->lim_y[0] = -(c->cy / c->fy + (real_t)0.3 * tan_y);
+    c->lim_y[1] = ((real_t)height - c->cy) / c->fy + (real_t)0.3 * tan_y;
+}
+
+/* v clamped to [lim[0], lim[1]]; *clamped tells whether it was moved (at
+ * a bound exactly it was not: the gradient passes, as torch.clamp's). A NaN
+ * stays NaN. */
+NUREC_HD real_t NR(rc_clamp)(real_t v, const real_t lim[2], int* clamped) {
+    *clamped = v < lim[0] || v > lim[1];
+    return v < lim[0] ? lim[0] : (v > lim[1] ? lim[1] : v);
 }
 
 /* Forward intermediates of the projection of one Gaussian (for the VJP). */
@@ -21,6 +39,8 @@ typedef struct NR(rc_proj) {
     real_t qn[4], inv_qnorm, Rq[9]; /* unit quaternion, 1/|q|, its rotation */
     real_t RM[9];                   /* R_cam * Rq * diag(s): Sigma_cam = RM RM^T */
     real_t p[3];                    /* camera-space mean */
+    real_t tx, ty;                  /* x, y at which J is evaluated (z * clamped x / z, y / z) */
+    int clamped_x, clamped_y;
     real_t T[6];                    /* J * RM (2 x 3): Sigma_2d = T T^T + eps I */
     real_t a, b, c, det;            /* Sigma_2d entries */
 } NR(rc_proj);
@@ -42,8 +62,10 @@ NUREC_HD int NR(rc_project)(const NR(rc_camera)* cam, const real_t m[3], const r
     if (!(z > near_plane && z < far_plane)) return 0;
     NR(splat_rm)(R, q, s, P->qn, &P->inv_qnorm, P->Rq, P->RM);
     real_t iz = 1 / z;
-    real_t j00 = cam->fx * iz, j02 = -cam->fx * x * iz * iz;
-    real_t j11 = cam->fy * iz, j12 = -cam->fy * y * iz * iz;
+    P->tx = z * NR(rc_clamp)(x * iz, cam->lim_x, &P->clamped_x);
+    P->ty = z * NR(rc_clamp)(y * iz, cam->lim_y, &P->clamped_y);
+    real_t j00 = cam->fx * iz, j02 = -cam->fx * P->tx * iz * iz;
+    real_t j11 = cam->fy * iz, j12 = -cam->fy * P->ty * iz * iz;
     for (int k = 0; k < 3; ++k) {
         P->T[k] = j00 * P->RM[k] + j02 * P->RM[6 + k];
         P->T[3 + k] = j11 * P->RM[3 + k] + j12 * P->RM[6 + k];
@@ -78,19 +100,22 @@ NUREC_HD void NR(rc_project_vjp)(const NR(rc_camera)* cam, const real_t m[3], co
         dj11 += dT[3 + k] * P->RM[3 + k];
         dj12 += dT[3 + k] * P->RM[6 + k];
     }
-    real_t j00 = cam->fx * iz, j02 = -cam->fx * x * iz2;
-    real_t j11 = cam->fy * iz, j12 = -cam->fy * y * iz2;
+    real_t j00 = cam->fx * iz, j02 = -cam->fx * P->tx * iz2;
+    real_t j11 = cam->fy * iz, j12 = -cam->fy * P->ty * iz2;
     real_t dRM[9];
     for (int k = 0; k < 3; ++k) {
         dRM[k] = j00 * dT[k];
         dRM[3 + k] = j11 * dT[3 + k];
         dRM[6 + k] = j02 * dT[k] + j12 * dT[3 + k];
     }
-    /* camera-space mean: through J, the projected centre and the depth */
-    real_t gx = dj02 * (-cam->fx * iz2) + g[0] * cam->fx * iz;
-    real_t gy = dj12 * (-cam->fy * iz2) + g[1] * cam->fy * iz;
-    real_t gz = dj00 * (-cam->fx * iz2) + dj02 * (2 * cam->fx * x * iz2 * iz) +
-                dj11 * (-cam->fy * iz2) + dj12 * (2 * cam->fy * y * iz2 * iz) -
+    /* camera-space mean: through J, the projected centre and the depth.
+     * j02 = -fx tx / z^2 with tx = x unclamped (d/dx = -fx / z^2, d/dz =
+     * 2 fx x / z^3) or tx = z c, c the bound (d/dx = 0, d/dz = fx c / z^2 =
+     * fx tx / z^3); j12 likewise. */
+    real_t gx = (P->clamped_x ? 0 : dj02 * (-cam->fx * iz2)) + g[0] * cam->fx * iz;
+    real_t gy = (P->clamped_y ? 0 : dj12 * (-cam->fy * iz2)) + g[1] * cam->fy * iz;
+    real_t gz = dj00 * (-cam->fx * iz2) + dj02 * (cam->fx * (P->clamped_x ? P->tx : 2 * x) * iz2 * iz) +
+                dj11 * (-cam->fy * iz2) + dj12 * (cam->fy * (P->clamped_y ? P->ty : 2 * y) * iz2 * iz) -
                 g[0] * cam->fx * x * iz2 - g[1] * cam->fy * y * iz2 + g[6];
     for (int k = 0; k < 3; ++k) gm[k] += R[k] * gx + R[3 + k] * gy + R[6 + k] * gz;
     NR(splat_rm_vjp)(R, P->qn, P->inv_qnorm, P->Rq, s, dRM, gq, gs);

@@ -76,7 +76,8 @@ typedef struct nurec_rasterize_lidar_params {
     const void* features;    /* [N, D] */
     const void* viewmats;    /* [C, 4, 4] world -> lidar */
     const void* row_elevations;      /* [R] monotone or not (rows are scanned) */
-    const void* column_azimuths;     /* [W] monotone (increasing or decreasing) */
+    const void* column_azimuths;     /* [W] canonical: ascending, spanning < 2 pi (may exceed pi) */
+    const int32_t* column_order;     /* [W] the user's column of each canonical column */
     const void* row_azimuth_offsets; /* [R] */
     /* intermediates (forward writes, backward reads) */
     void* records;           /* [C, N, NUREC_TREC_SIZE] */

@@ -52,10 +52,11 @@ static int NR(rl_forward_cpu)(const nurec_rasterize_lidar_params* p) {
         real_t rng;
         real_t T = NR(splat_cell_forward)(p->isect_items, range[0], range[1], records, &feats, D,
                                           col_az[j] + row_off[i], row_el[i], acc, &rng, p->last + ray);
-        real_t* out = (real_t*)p->out_features + D * ray;
+        const int64_t uray = nurec_rl_user_ray(p->column_order, (int)W, ray);
+        real_t* out = (real_t*)p->out_features + D * uray;
         for (int64_t k = 0; k < D; ++k) out[k] = acc[k];
-        ((real_t*)p->range)[ray] = rng;
-        ((real_t*)p->alpha)[ray] = 1 - T;
+        ((real_t*)p->range)[uray] = rng;
+        ((real_t*)p->alpha)[uray] = 1 - T;
         ((real_t*)p->final_T)[ray] = T;
     }
     free(acc);
@@ -82,10 +83,11 @@ static int NR(rl_backward_cpu)(const nurec_rasterize_lidar_params* p) {
     for (int64_t ray = 0; ray < C * H * W; ++ray) {
         const int64_t* range = rl_tile_range_of(p, ray);
         const int i = (int)((ray / W) % H), j = (int)(ray % W);
+        const int64_t uray = nurec_rl_user_ray(p->column_order, (int)W, ray);
         for (int64_t k = 0; k < D; ++k) S[k] = 0; /* no background behind a ray */
         NR(splat_cell_backward)(p->isect_items, range[0], p->last[ray], records, &feats, D,
                                 col_az[j] + row_off[i], row_el[i], ((const real_t*)p->final_T)[ray], S,
-                                gF + D * ray, gR[ray], gA[ray], grec, &gfeats);
+                                gF + D * uray, gR[uray], gA[uray], grec, &gfeats);
     }
     free(S);
 

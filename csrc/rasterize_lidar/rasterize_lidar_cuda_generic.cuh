@@ -333,13 +333,14 @@ __device__ __forceinline__ void NR(rl_forward_body)(const nurec_rasterize_lidar_
         }
         return;
     }
-    real_t* out = (real_t*)p.out_features + D * ray + c0;
+    const int64_t uray = nurec_rl_user_ray(p.column_order, p.cols, ray);
+    real_t* out = (real_t*)p.out_features + D * uray + c0;
     const real_t nan = (real_t)NAN;
     for (int q = 0; q < RL_CH; ++q)
         if (q < nch) out[q] = overflow ? nan : acc[q];
     if (pass == 0) {
-        ((real_t*)p.range)[ray] = overflow ? nan : rng;
-        ((real_t*)p.alpha)[ray] = overflow ? nan : 1 - T;
+        ((real_t*)p.range)[uray] = overflow ? nan : rng;
+        ((real_t*)p.alpha)[uray] = overflow ? nan : 1 - T;
         ((real_t*)p.final_T)[ray] = overflow ? nan : T;
         p.last[ray] = overflow ? 0 : last;
     }
@@ -376,7 +377,8 @@ NUREC_HD_DEV void NR(rl_combine_finish)(const nurec_rasterize_lidar_params& p, i
            (p.last): overwritten, so that every output is the same call to call */
         p.seg_last[s * CRW + ray] = 0;
     }
-    real_t* out = (real_t*)p.out_features + D * ray;
+    const int64_t uray = nurec_rl_user_ray(p.column_order, p.cols, ray);
+    real_t* out = (real_t*)p.out_features + D * uray;
     for (int64_t q = 0; q <= D; ++q) {
         real_t behind = 0;
         for (int s = used - 1; s >= 0; --s) {
@@ -386,9 +388,9 @@ NUREC_HD_DEV void NR(rl_combine_finish)(const nurec_rasterize_lidar_params& p, i
             behind += c;
         }
         if (q < D) out[q] = behind;
-        else ((real_t*)p.range)[ray] = behind;
+        else ((real_t*)p.range)[uray] = behind;
     }
-    ((real_t*)p.alpha)[ray] = 1 - P;
+    ((real_t*)p.alpha)[uray] = 1 - P;
     ((real_t*)p.final_T)[ray] = P;
     p.last[ray] = last;
 }
@@ -481,12 +483,13 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
             Sz = st[D];
             T = st[D + 1];
         }
-        const real_t* g = (const real_t*)p.grad_out_features + D * ray + c0;
+        const int64_t uray = nurec_rl_user_ray(p.column_order, p.cols, ray);
+        const real_t* g = (const real_t*)p.grad_out_features + D * uray + c0;
         for (int q = 0; q < RL_CH; ++q)
             if (q < nch) gf[q] = g[q];
         if (pass == 0) {
-            gz = ((const real_t*)p.grad_range)[ray];
-            gTa = ((const real_t*)p.grad_alpha)[ray] * T_final;
+            gz = ((const real_t*)p.grad_range)[uray];
+            gTa = ((const real_t*)p.grad_alpha)[uray] * T_final;
         }
     }
     /* the window of the rays that have anything to sweep in this part, and how far */

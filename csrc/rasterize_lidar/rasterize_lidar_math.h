@@ -20,6 +20,20 @@ NUREC_HD double nurec_rl_wrapd(double x) {
     return x - NUREC_RL_TWO_PI * ceil((x - NUREC_RL_PI) / NUREC_RL_TWO_PI);
 }
 
+/* The kernels walk the sensor's columns in azimuth order (the canonical
+ * table the caller derives from the user's: see nurec_ops/_lidar_table.py),
+ * so that a tile's columns are neighbours in azimuth whatever the user's
+ * table looks like; column_order[k] is the user's column of canonical column
+ * k. The outputs and their gradients are indexed by the user's columns:
+ * ray (sweep, row, k) of the walk is this ray of theirs. An order entry out
+ * of [0, W) (never made by the wrapper) maps to k itself: never out of
+ * bounds. */
+NUREC_HD int64_t nurec_rl_user_ray(const int32_t* column_order, int W, int64_t ray) {
+    const int64_t k = ray % W;
+    const int32_t j = column_order ? column_order[k] : (int32_t)k;
+    return ray - k + (j >= 0 && j < W ? j : k);
+}
+
 #define NUREC_GENERIC_FILE "rasterize_lidar/rasterize_lidar_math_generic.h"
 #include "math/generic.h"
 

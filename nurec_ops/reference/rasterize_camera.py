@@ -33,10 +33,23 @@ def sh_basis(deg, d):
     return torch.stack(b, -1)
 
 
-def project(means, quats, scales, viewmats, Ks, valid):
+def jacobian_limits(Ks, width, height):
+    """Bounds of x / z and y / z at which the pinhole Jacobian is evaluated
+    (SPEC section 3, the 3DGS / gsplat convention): 30% of the half field of
+    view past each image border. Returns (lo_x, hi_x, lo_y, hi_y), each [C, 1]."""
+    fx, fy = Ks[:, 0, 0, None], Ks[:, 1, 1, None]
+    cx, cy = Ks[:, 0, 2, None], Ks[:, 1, 2, None]
+    tan_x, tan_y = 0.5 * width / fx, 0.5 * height / fy
+    return (-(cx / fx + 0.3 * tan_x), (width - cx) / fx + 0.3 * tan_x,
+            -(cy / fy + 0.3 * tan_y), (height - cy) / fy + 0.3 * tan_y)
+
+
+def project(means, quats, scales, viewmats, Ks, valid, width, height):
     """EWA projection of N Gaussians into C cameras: (u, v) [C,N,2], conic
-    (A, B, C) [C,N,3], camera z [C,N]. Where ``valid`` [C,N] is False the
-    depth is replaced by 1 so that nothing (value or gradient) is NaN."""
+    (A, B, C) [C,N,3], camera z [C,N]. The Jacobian is evaluated at the mean
+    with x / z and y / z clamped to ``jacobian_limits`` (the mean's own
+    projection is not clamped). Where ``valid`` [C,N] is False the depth is
+    replaced by 1 so that nothing (value or gradient) is NaN."""
     R = viewmats[:, :3, :3]
     t = viewmats[:, :3, 3]
     M = quat.to_rotmat(quat.normalize(quats)) * scales[:, None, :]  # [N,3,3]
@@ -48,8 +61,11 @@ def project(means, quats, scales, viewmats, Ks, valid):
     cx, cy = Ks[:, 0, 2, None], Ks[:, 1, 2, None]
     iz = 1 / z
     zero = torch.zeros_like(z)
-    J = torch.stack((torch.stack((fx * iz, zero, -fx * x * iz * iz), -1),
-                     torch.stack((zero, fy * iz, -fy * y * iz * iz), -1)), -2)  # [C,N,2,3]
+    lo_x, hi_x, lo_y, hi_y = jacobian_limits(Ks, width, height)
+    tx = z * torch.clamp(x * iz, lo_x, hi_x)
+    ty = z * torch.clamp(y * iz, lo_y, hi_y)
+    J = torch.stack((torch.stack((fx * iz, zero, -fx * tx * iz * iz), -1),
+                     torch.stack((zero, fy * iz, -fy * ty * iz * iz), -1)), -2)  # [C,N,2,3]
     T = J @ RM
     S = T @ T.transpose(-1, -2)
     a = S[..., 0, 0] + EPS2D
@@ -70,7 +86,7 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     t = viewmats[:, :3, 3]
     z_all = (torch.einsum("cij,nj->cni", R, means) + t[:, None, :])[..., 2]
     valid = (z_all > near) & (z_all < far)  # [C,N]
-    uv, conic, z = project(means, quats, scales, viewmats, Ks, valid)
+    uv, conic, z = project(means, quats, scales, viewmats, Ks, valid, W, H)
     if sh_degree is not None:
         campos = -torch.einsum("cji,cj->ci", R, t)  # [C,3]
         d = means[None] - campos[:, None]

@@ -1,0 +1,72 @@
+"""The lidar rasterizer's canonical column table (SPEC section 4: only the
+ray directions matter, never the table's numeric order).
+
+A real sensor's column table starts where its sweep starts, runs clockwise
+or counter-clockwise, wraps from -pi to pi anywhere inside, may cover less
+than a full turn and may be uneven. The binning needs columns that are
+neighbours in azimuth (a tile is 256 consecutive columns), so the kernels
+walk a canonical table derived here, on the table's own device and without
+any host synchronization:
+
+- every azimuth wrapped to [-pi, pi) and the columns sorted by it (stable);
+- the sorted circle cut at its largest gap between neighbours (for a sector
+  the missing part of the turn; for a full turn, the widest step), and the
+  columns after the cut lifted by 2 pi: an ascending table that spans less
+  than 2 pi, so no tile straddles a gap or the cut;
+- ``order[k]``: the user's column of canonical column k. The kernels write
+  ray (row, k)'s outputs (and read its gradients) at the user's column
+  ``order[k]``, so callers see their own table's layout.
+
+A table is small and constant per sensor: the result is cached per table
+tensor (its identity and version counter, so an in-place change recomputes
+it) and is a plain device computation, so it is also safe inside CUDA-graph
+capture and torch.compile (where it is traced instead of cached)."""
+import math
+import weakref
+
+import torch
+
+_CACHE = {}  # id(table) -> (weakref to it, its _version, (canonical azimuths, order))
+_CACHE_MAX = 64
+
+
+def canonical_columns(column_azimuths):
+    """``(azimuths [W] ascending, order [W] int32)`` for a column table
+    ``[W]``: canonical column k is the user's column ``order[k]``, at azimuth
+    ``azimuths[k]`` (the user's azimuth plus a multiple of 2 pi)."""
+    t = column_azimuths
+    if torch.compiler.is_compiling() or t.dim() != 1:
+        return _derive(t)
+    hit = _CACHE.get(id(t))
+    if hit is not None and hit[0]() is t and hit[1] == t._version:
+        return hit[2]
+    out = _derive(t)
+    if len(_CACHE) >= _CACHE_MAX:
+        for k in [k for k, v in _CACHE.items() if v[0]() is None] or list(_CACHE)[: _CACHE_MAX // 2]:
+            _CACHE.pop(k, None)
+    _CACHE[id(t)] = (weakref.ref(t), t._version, out)
+    return out
+
+
+def _derive(t):
+    if t.dim() != 1 or t.shape[0] == 0 or not t.dtype.is_floating_point:
+        # bad or empty tables are reported by the op's own checks, naming them
+        return t, torch.zeros(t.shape[:1], dtype=torch.int32, device=t.device)
+    with torch.no_grad():
+        two_pi = 2 * math.pi
+        a = torch.remainder(t.detach().to(torch.float64) + math.pi, two_pi) - math.pi  # [-pi, pi)
+        s, idx = torch.sort(a, stable=True)
+        # gap after each sorted column to the next one round the circle
+        gap = torch.cat((s[1:] - s[:-1], (s[:1] + two_pi) - s[-1:]))
+        start = (torch.argmax(gap) + 1) % s.shape[0]
+        k = torch.arange(s.shape[0], device=t.device)
+        rot = (k + start) % s.shape[0]  # canonical column k = sorted column rot[k]
+        az = s[rot] + (rot < start).to(s.dtype) * two_pi
+        return az.to(t.dtype), idx[rot].to(torch.int32)
+
+
+def sensor_op_args(row_elevations, column_azimuths, row_azimuth_offsets):
+    """The sensor model as ``torch.ops.nurec_ops.rasterize_lidar_fwd`` takes
+    it: ``(row_elevations, canonical azimuths, order, row_azimuth_offsets)``."""
+    az, order = canonical_columns(column_azimuths)
+    return row_elevations, az, order, row_azimuth_offsets
