@@ -32,13 +32,24 @@ if [ "$MODE" = all ] || [ "$MODE" = quick ]; then
     timeout ${GPU_TESTS_TIMEOUT:-330} python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider tests \
         > "$OUT/gpu_tests_full.log" 2>&1
     grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/gpu_tests_full.log" | tail -20
-    step "compute-sanitizer memcheck / racecheck (${SAN_K:-the changed kernels' tests})"
+    step "compute-sanitizer memcheck / racecheck (${SAN_K:-the tests of the changed kernels})"
     SMALL="tests/test_rasterize_camera.py tests/test_rasterize_lidar.py tests/test_real_inputs.py tests/test_fuzz.py"
     for tool in memcheck racecheck; do
         echo "-- $tool"
         timeout ${SANITIZER_TIMEOUT:-150} compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q -m gpu \
             -p no:cacheprovider $SMALL -k "${SAN_K:-(parity or fuzz or table) and not big and not full}" 2>&1 | tail -3
     done | tee "$OUT/sanitizers.log"
+fi
+
+if [ -n "${EXTRA_TESTS:-}" ]; then
+    step "extra GPU tests: $EXTRA_TESTS"
+    timeout 200 python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider $EXTRA_TESTS 2>&1 | tail -15
+fi
+if [ -n "${RACECHECK_K:-}" ]; then
+    step "compute-sanitizer racecheck: $RACECHECK_K"
+    timeout ${SANITIZER_TIMEOUT:-200} compute-sanitizer --tool racecheck --print-limit 5 python3 -m pytest -q -m gpu \
+        -p no:cacheprovider tests/test_rasterize_camera.py tests/test_rasterize_lidar.py tests/test_real_inputs.py \
+        -k "$RACECHECK_K" 2>&1 | tail -3 | tee "$OUT/racecheck.log"
 fi
 
 if [ "$MODE" = all ] || [ "$MODE" = bench ]; then

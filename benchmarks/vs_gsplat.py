@@ -67,7 +67,7 @@ def step(render, L, cot, backward):
     return run
 
 
-def compare(name, sc, depth, rounds, calls):
+def compare(name, sc, depth, rounds, calls, solo=False):
     L = {k: sc[k].detach().clone().requires_grad_(True) for k in KEYS}
     ours, theirs = renderers(sc, depth)
     with torch.no_grad():
@@ -89,6 +89,9 @@ def compare(name, sc, depth, rounds, calls):
     times = {k: [] for k in ("ours_f", "gs_f", "ours_fb", "gs_fb")}
     fns = {"ours_f": step(ours, L, cot, False), "gs_f": step(theirs, L, cot, False),
            "ours_fb": step(ours, L, cot, True), "gs_fb": step(theirs, L, cot, True)}
+    if solo:  # ours alone first: does running gsplat in between change our figures?
+        alone = [back_to_back_us(fns["ours_fb"], calls=calls, warmup=2) / 1e3 for _ in range(rounds)]
+        print(f"{name}: ours alone fwd+bwd {statistics.median(alone):.3f} ms", flush=True)
     for _ in range(rounds):  # interleaved: the same host and clock state for both
         for k, f in fns.items():
             times[k].append(back_to_back_us(f, calls=calls, warmup=2) / 1e3)
@@ -105,6 +108,7 @@ def main():
     ap.add_argument("--scenes", default="garden,garden3,street")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--solo", action="store_true", help="time ours alone too (no gsplat calls between ours)")
     a = ap.parse_args()
     import gsplat
 
@@ -115,7 +119,7 @@ def main():
     images, speeds = [], []
     for key in a.scenes.split(","):
         name, make, depth = makers[key]
-        rows, speed = compare(name, make(), depth, a.rounds, a.calls)
+        rows, speed = compare(name, make(), depth, a.rounds, a.calls, a.solo)
         images += rows
         speeds.append(speed)
         print(name, "done", flush=True)
