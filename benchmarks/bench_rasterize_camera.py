@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 import nurec_ops  # noqa: E402
 import shared_data  # noqa: E402  (tests/shared_data.py)
-from nurec_ops.rasterize_camera import _POLICY  # noqa: E402
+from nurec_ops.rasterize_camera import _POLICY, _SEGMENT_MIN, _SEGMENTS  # noqa: E402
 from timing import (autograd_step, copy_bandwidth_gbs, event_median_ms, graph_ms, host_syncs,  # noqa: E402
                     kernel_breakdown, stage_split, table)
 
@@ -129,7 +129,7 @@ def main():
         split, launches, memsets = stage_split(fb, STAGES)
         st = torch.ops.nurec_ops.rasterize_camera_fwd(
             sc["means"], sc["quats"], sc["scales"], sc["opacities"], sc["features"], sc["viewmats"], sc["Ks"],
-            None, sc["width"], sc["height"], 0.01, 1e10, -1, cap)[10].tolist()
+            None, sc["width"], sc["height"], 0.01, 1e10, -1, _SEGMENTS, _SEGMENT_MIN, cap)[10].tolist()
         ref_f, ref_fb = GSPLAT_FWD_BWD_MS[name]
         rows.append([name, sc["means"].shape[0], f"{t_fwd:.3f}", f"{t_fb:.3f}", f"{g_fb:.3f}",
                      f"{ref_fb / t_fb:.2f}x", f"{split['projection']:.3f}", f"{split['binning']:.3f}",

@@ -582,6 +582,52 @@ SplatGrads splat_grads(const Tensor& like, Params& p, Tensor features) {
     return g;
 }
 
+// The parts of long lists (CUDA, both rasterizers): `segments` parts at
+// most, of at least `segment_min` entries; their per-cell state is kept for
+// the backward. The CPU composites every list in one walk (exact) and keeps
+// none.
+template <class Params>
+void splat_segments(const char* op, Params& p, int64_t segments, int64_t segment_min) {
+    NUREC_CHECK(segments >= 0 && segments <= NUREC_SPLAT_MAX_SEGMENTS, "nurec_ops.", op,
+                ": `segments` must be in [0, ", NUREC_SPLAT_MAX_SEGMENTS, "], got ", segments);
+    NUREC_CHECK(segment_min >= 1, "nurec_ops.", op, ": `segment_min` must be >= 1, got ", segment_min);
+    p.segments = (int)segments;
+    p.segment_min = segment_min;
+}
+
+// The parts' per-cell state of a forward ([S, C, rows, cols, D + 2] reals,
+// [S, C, rows, cols] int32; S = 0 without parts), allocated and bound.
+template <class Params>
+void splat_segment_buffers(const Tensor& like, Params& p, int64_t images, int64_t rows, int64_t cols,
+                           int64_t channels, Tensor& state, Tensor& last) {
+    const int64_t S = p.segments > 1 ? p.segments : 0;
+    state = empty_like_shape(like, {S, images, rows, cols, channels + 2});
+    last = empty_dense(like, {S, images, rows, cols}, aoti_torch_dtype_int32());
+    p.seg_state = state.data_ptr();
+    p.seg_last = (int32_t*)last.data_ptr();
+}
+
+// The backward's part state from its forward: checked, made dense, bound.
+template <class Params>
+void splat_segments_saved(const char* op, const Tensor& means, Params& p, int64_t images, int64_t rows,
+                          int64_t cols, int64_t channels, Tensor& seg_state, Tensor& seg_last,
+                          int64_t segment_min) {
+    check_shape(op, "seg_state", seg_state, {-1, images, rows, cols, channels + 2}, "[S, C, rows, cols, D + 2]");
+    check_real(op, "seg_state", seg_state, means, "means");
+    const int64_t S = seg_state.size(0);
+    check_shape(op, "seg_last", seg_last, {S, images, rows, cols}, "[S, C, rows, cols] (S = seg_state.shape[0])");
+    check_dtype(op, "seg_last", seg_last, ScalarType::Int);
+    check_device(op, "saved tensors and gradients", seg_state, means, "means");
+    check_device(op, "saved tensors and gradients", seg_last, means, "means");
+    NUREC_CHECK(S != 1 && (S == 0 || !means.is_cpu()), "nurec_ops.", op,
+                ": `seg_state` must come from the forward (0 parts, or 2 and more on CUDA), got ", S);
+    splat_segments(op, p, S, segment_min);
+    seg_state = dense(seg_state);
+    seg_last = dense(seg_last);
+    p.seg_state = seg_state.data_ptr();
+    p.seg_last = (int32_t*)seg_last.data_ptr();
+}
+
 struct RcInputs : SplatGaussians {
     nurec_rasterize_camera_params p;
     Tensor Ks;
@@ -662,17 +708,31 @@ RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, con
 }
 
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>
+// CUDA grid limit of the per-tile kernels (blockIdx.z: cameras x channel
+// passes x parts of the lists).
+void rc_check_grid(const char* op, const Tensor& means, const nurec_rasterize_camera_params& p) {
+    const int64_t parts = p.segments > 1 ? p.segments : 1;
+    const int64_t passes = (p.channels + NUREC_RC_CHANNELS_PER_PASS - 1) / NUREC_RC_CHANNELS_PER_PASS;
+    NUREC_CHECK(means.is_cpu() || p.num_cameras * passes * parts <= 65535, "nurec_ops.", op,
+                ": too many cameras (`viewmats`) x feature channels (`features`) x segments for one CUDA "
+                "launch: ", p.num_cameras, " x ", p.channels, " x ", parts);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+           Tensor>
 rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
                                          Tensor opacities, Tensor features, Tensor viewmats,
                                          Tensor Ks, std::optional<Tensor> backgrounds,
                                          int64_t width, int64_t height, double near_plane,
-                                         double far_plane, int64_t sh_degree, int64_t capacity) {
+                                         double far_plane, int64_t sh_degree, int64_t segments,
+                                         int64_t segment_min, int64_t capacity) {
     const char* op = "rasterize_camera";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
     nurec_rasterize_camera_params& p = in.p;
     const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
+    splat_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
+    rc_check_grid(op, in.means, p);
     static const SplatForward<nurec_rasterize_camera_params> launchers = {
         nurec_rasterize_camera_project_cpu, nurec_rasterize_camera_forward_cpu,
         NUREC_CUDA_ONLY(nurec_rasterize_camera_workspace_bytes),
@@ -687,12 +747,14 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
     Tensor depth = empty_like_shape(in.means, {C, H, W, 1});
     Tensor alpha = empty_like_shape(in.means, {C, H, W, 1});
     splat_binning_buffers(b, in.means, p, C, H, W);
+    Tensor seg_state, seg_last;
+    splat_segment_buffers(in.means, p, C, H, W, D, seg_state, seg_last);
     p.render = render.data_ptr();
     p.depth = depth.data_ptr();
     p.alpha = alpha.data_ptr();
     b.isect = splat_forward(op, in.means, p, capacity, launchers);
     return {render, depth, alpha, b.records, b.counts, colors, b.isect, b.tile_ranges, b.final_T, b.last,
-            b.status};
+            b.status, seg_state, seg_last};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
@@ -700,7 +762,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor Ks,
     std::optional<Tensor> backgrounds, Tensor records, Tensor counts, Tensor colors,
     Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
-    int64_t width, int64_t height, double near_plane, double far_plane, int64_t sh_degree) {
+    Tensor seg_state, Tensor seg_last, int64_t width, int64_t height, double near_plane, double far_plane,
+    int64_t sh_degree, int64_t segment_min) {
     const char* op = "rasterize_camera_backward";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
@@ -718,6 +781,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
         check_device(op, "saved tensors and gradients", *t, means, "means");
     SplatBuffers b = splat_saved(op, means, p, C, H, W, "[C, H, W]", records, counts, isect_items,
                                  tile_ranges, final_T, last, status);
+    splat_segments_saved(op, means, p, C, H, W, D, seg_state, seg_last, segment_min);
+    rc_check_grid(op, in.means, p);
     grad_render = dense(grad_render);
     grad_depth = dense(grad_depth);
     grad_alpha = dense(grad_alpha);
@@ -823,17 +888,6 @@ void rl_check_grid(const char* op, const nurec_rasterize_lidar_params& p) {
                 op, ": too many rows, sweeps, feature channels or segments for one CUDA launch");
 }
 
-// The parts of long lists (CUDA): `segments` parts at most, of at least
-// `segment_min` entries; their per-ray state is kept for the backward.
-// The CPU composites every list in one walk (exact) and keeps none.
-void rl_segments(const char* op, nurec_rasterize_lidar_params& p, int64_t segments, int64_t segment_min) {
-    NUREC_CHECK(segments >= 0 && segments <= NUREC_RL_MAX_SEGMENTS, "nurec_ops.", op,
-                ": `segments` must be in [0, ", NUREC_RL_MAX_SEGMENTS, "], got ", segments);
-    NUREC_CHECK(segment_min >= 1, "nurec_ops.", op, ": `segment_min` must be >= 1, got ", segment_min);
-    p.segments = (int)segments;
-    p.segment_min = segment_min;
-}
-
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>
 rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features,
                     Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, Tensor column_order,
@@ -844,7 +898,7 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
                             column_azimuths, column_order, row_azimuth_offsets, near_plane, far_plane, eps2d);
     nurec_rasterize_lidar_params& p = in.p;
     const int64_t C = p.num_sweeps, N = p.num_gaussians, D = p.channels, R = p.rows, W = p.cols;
-    rl_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
+    splat_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
     if (!in.means.is_cpu()) rl_check_grid(op, p);
     static const SplatForward<nurec_rasterize_lidar_params> launchers = {
         nurec_rasterize_lidar_project_cpu, nurec_rasterize_lidar_forward_cpu,
@@ -860,11 +914,8 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
     Tensor range = empty_like_shape(in.means, {C, R, W, 1});
     Tensor alpha = empty_like_shape(in.means, {C, R, W, 1});
     splat_binning_buffers(b, in.means, p, C, R, W);
-    const int64_t S = p.segments > 1 ? p.segments : 0;
-    Tensor seg_state = empty_like_shape(in.means, {S, C, R, W, D + 2});
-    Tensor seg_last = empty_dense(in.means, {S, C, R, W}, aoti_torch_dtype_int32());
-    p.seg_state = seg_state.data_ptr();
-    p.seg_last = (int32_t*)seg_last.data_ptr();
+    Tensor seg_state, seg_last;
+    splat_segment_buffers(in.means, p, C, R, W, D, seg_state, seg_last);
     p.out_features = out.data_ptr();
     p.range = range.data_ptr();
     p.alpha = alpha.data_ptr();
@@ -895,20 +946,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
         check_device(op, "saved tensors and gradients", *t, means, "means");
     SplatBuffers b = splat_saved(op, means, p, C, R, W, "[C, R, W]", records, counts, isect_items,
                                  tile_ranges, final_T, last, status);
-    check_shape(op, "seg_state", seg_state, {-1, C, R, W, D + 2}, "[S, C, R, W, D + 2]");
-    check_real(op, "seg_state", seg_state, means, "means");
-    const int64_t S = seg_state.size(0);
-    check_shape(op, "seg_last", seg_last, {S, C, R, W}, "[S, C, R, W] (S = seg_state.shape[0])");
-    check_dtype(op, "seg_last", seg_last, ScalarType::Int);
-    check_device(op, "saved tensors and gradients", seg_state, means, "means");
-    check_device(op, "saved tensors and gradients", seg_last, means, "means");
-    NUREC_CHECK(S != 1 && (S == 0 || !in.means.is_cpu()), "nurec_ops.", op,
-                ": `seg_state` must come from the forward (0 parts, or 2 and more on CUDA), got ", S);
-    rl_segments(op, p, S, segment_min);
-    seg_state = dense(seg_state);
-    seg_last = dense(seg_last);
-    p.seg_state = seg_state.data_ptr();
-    p.seg_last = (int32_t*)seg_last.data_ptr();
+    splat_segments_saved(op, means, p, C, R, W, D, seg_state, seg_last, segment_min);
     grad_features = dense(grad_features);
     grad_range = dense(grad_range);
     grad_alpha = dense(grad_alpha);
@@ -952,15 +990,17 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
     // ---- rasterize_camera (issue 3)
     m.def("rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, "
           "Tensor features, Tensor viewmats, Tensor Ks, Tensor? backgrounds, int width, "
-          "int height, float near, float far, int sh_degree, int capacity) -> (Tensor render, "
+          "int height, float near, float far, int sh_degree, int segments, int segment_min, "
+          "int capacity) -> (Tensor render, "
           "Tensor depth, Tensor alpha, Tensor records, Tensor counts, Tensor colors, "
-          "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status)");
+          "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
+          "Tensor seg_state, Tensor seg_last)");
     m.def("rasterize_camera_bwd(Tensor grad_render, Tensor grad_depth, Tensor grad_alpha, "
           "Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features, "
           "Tensor viewmats, Tensor Ks, Tensor? backgrounds, Tensor records, Tensor counts, "
           "Tensor colors, Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, "
-          "Tensor status, int width, int height, float near, float far, int sh_degree) "
-          "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+          "Tensor status, Tensor seg_state, Tensor seg_last, int width, int height, float near, "
+          "float far, int sh_degree, int segment_min) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
     // ---- end rasterize_camera
     // ---- rasterize_lidar (issue 4)
     m.def("rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, "

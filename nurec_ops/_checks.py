@@ -37,3 +37,14 @@ def index(op, name, t):
 def device(op, name, t, ref, ref_name):
     if t.device != ref.device:
         fail(op, f"`{name}` is on {t.device} but `{ref_name}` is on {ref.device}; all inputs must be on one device")
+
+
+MAX_SEGMENTS = 64  # csrc/tiles/splat.h: NUREC_SPLAT_MAX_SEGMENTS
+
+
+def segments(op, segments, segment_min):
+    """The parts of long tile lists (both rasterizers)."""
+    if not 0 <= segments <= MAX_SEGMENTS:
+        fail(op, f"`segments` must be in [0, {MAX_SEGMENTS}], got {segments}")
+    if segment_min < 1:
+        fail(op, f"`segment_min` must be >= 1, got {segment_min}")

@@ -1,5 +1,7 @@
 """rasterize_camera (SPEC section 3): fused op, fake kernels, autograd, and
 the sync-free binning capacity policy (see nurec_ops/_binning.py)."""
+import os
+
 import torch
 
 from . import _binning
@@ -10,6 +12,28 @@ from .nvtx import ranged
 _OP = "rasterize_camera"
 _TILE = 16
 _POLICY = _binning.policy(_OP)
+# Long lists on CUDA: cut into up to _SEGMENTS parts of at least _SEGMENT_MIN
+# entries, composited by blocks of their own and chained per pixel (exact up
+# to rounding; see csrc/rasterize_camera/rasterize_camera_cuda_generic.cuh),
+# as the lidar's. Their per-pixel state costs, per part, pixels x (D + 2)
+# reals and one int, zeroed each call and kept until the backward: at most
+# _SEGMENT_BYTES in all (a 1080p camera with RGB gets 5 parts; three
+# 1944x1260 cameras, whose lists are short, none). _SEGMENTS = 0 turns the
+# cutting off. Environment variables override the defaults, for measuring.
+_SEGMENTS = int(os.environ.get("NUREC_OPS_RC_SEGMENTS", "16"))
+_SEGMENT_MIN = int(os.environ.get("NUREC_OPS_RC_SEGMENT_MIN", "512"))
+_SEGMENT_BYTES = int(os.environ.get("NUREC_OPS_RC_SEGMENT_BYTES", str(256 << 20)))
+
+
+def _segments_for(device, dtype, C, H, W, D):
+    """Parts per long list for a call (0: none): _SEGMENTS within the memory
+    budget of their state; the CPU walks every list whole."""
+    if device.type != "cuda" or _SEGMENTS <= 1:
+        return 0
+    itemsize = 8 if dtype == torch.float64 else 4
+    per_part = max(C * H * W * ((D + 2) * itemsize + 4), 1)
+    s = min(_SEGMENTS, _SEGMENT_BYTES // per_part)
+    return int(s) if s >= 2 else 0
 
 
 @ranged("nurec_ops.rasterize_camera")
@@ -72,9 +96,11 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     if sh < 0 and features.dim() == 3:
         Ck.fail(_OP, "`features` is [N, K, 3] (SH coefficients) but `sh_degree` is None; pass sh_degree")
     width, height = int(width), int(height)
-    args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
-            float(near), float(far), sh)
     C, N = _binning.leading(viewmats), _binning.leading(means)
+    D = 3 if sh >= 0 else (features.shape[-1] if features.dim() > 0 else 0)
+    segments = _segments_for(means.device, means.dtype, C, height, width, D)
+    args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
+            float(near), float(far), sh, segments, _SEGMENT_MIN)
     out = _binning.run_binned(_OP, _FORWARD, args, means.device, (C, width, height), C * N,
                               binning, capacity, on_overflow, report=10)
     return out[0], out[1], out[2]
@@ -132,9 +158,11 @@ def _check(op, means, quats, scales, opacities, features, viewmats, Ks, backgrou
 
 @torch.library.register_fake("nurec_ops::rasterize_camera_fwd")
 def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height, near, far,
-          sh_degree, capacity):
+          sh_degree, segments, segment_min, capacity):
     C, N, D, K = _check(_OP, means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width,
                         height, near, far, sh_degree)
+    Ck.segments(_OP, segments, segment_min)
+    S = segments if segments > 1 and means.device.type != "cpu" else 0
     H, W = height, width
     ty, tx = (H + _TILE - 1) // _TILE, (W + _TILE - 1) // _TILE
     M = _binning.fake_intersections(means.device, capacity)
@@ -142,13 +170,14 @@ def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, 
     i64, i32 = torch.int64, torch.int32
     return (e((C, H, W, D)), e((C, H, W, 1)), e((C, H, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),
             e((C * N * 3 if sh_degree >= 0 else 0,)), e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64),
-            e((C, H, W)), e((C, H, W), dtype=i32), e((2,), dtype=i64))
+            e((C, H, W)), e((C, H, W), dtype=i32), e((2,), dtype=i64), e((S, C, H, W, D + 2)),
+            e((S, C, H, W), dtype=i32))
 
 
 @torch.library.register_fake("nurec_ops::rasterize_camera_bwd")
 def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, opacities, features, viewmats,
                    Ks, backgrounds, records, counts, colors, isect_items, tile_ranges, final_T, last, status,
-                   width, height, near, far, sh_degree):
+                   seg_state, seg_last, width, height, near, far, sh_degree, segment_min):
     C, N, D, K = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats, Ks,
                         backgrounds, width, height, near, far, sh_degree)
     e = means.new_empty
@@ -157,24 +186,24 @@ def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, op
 
 def _setup_context(ctx, inputs, output):
     (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height, near, far,
-     sh_degree, capacity) = inputs
-    _, _, _, records, counts, colors, isect, ranges, final_T, last, status = output
+     sh_degree, _segments, segment_min, capacity) = inputs
+    _, _, _, records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last = output
     ctx.set_materialize_grads(False)
     ctx.has_bg = backgrounds is not None
     saved = [means, quats, scales, opacities, features, viewmats, Ks, records, counts, colors, isect,
-             ranges, final_T, last, status]
+             ranges, final_T, last, status, seg_state, seg_last]
     if ctx.has_bg:
         saved.append(backgrounds)
     ctx.save_for_backward(*saved)
-    ctx.cfg = (width, height, near, far, sh_degree)
+    ctx.cfg = (width, height, near, far, sh_degree, segment_min)
 
 
 def _backward(ctx, g_render, g_depth, g_alpha, *_unused):
     saved = ctx.saved_tensors
     (means, quats, scales, opacities, features, viewmats, Ks, records, counts, colors, isect, ranges,
-     final_T, last, status) = saved[:15]
-    backgrounds = saved[15] if ctx.has_bg else None
-    width, height, near, far, sh_degree = ctx.cfg
+     final_T, last, status, seg_state, seg_last) = saved[:17]
+    backgrounds = saved[17] if ctx.has_bg else None
+    width, height, near, far, sh_degree, segment_min = ctx.cfg
     C, D = viewmats.shape[0], (3 if sh_degree >= 0 else features.shape[1])
     shape = (C, height, width)
     if g_render is None:
@@ -185,13 +214,14 @@ def _backward(ctx, g_render, g_depth, g_alpha, *_unused):
         g_alpha = means.new_zeros(shape + (1,))
     gm, gq, gs, go, gf = ops.rasterize_camera_bwd(
         g_render, g_depth, g_alpha, means, quats, scales, opacities, features, viewmats, Ks, backgrounds,
-        records, counts, colors, isect, ranges, final_T, last, status, width, height, near, far, sh_degree)
+        records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, width, height, near,
+        far, sh_degree, segment_min)
     g_bg = None
     if ctx.has_bg and ctx.needs_input_grad[7]:
         ok = (status[1] == 0).to(g_render.dtype)
         g_bg = (g_render * final_T[..., None]).sum((1, 2)) * ok
         g_bg = torch.nan_to_num(g_bg, nan=0.0)
-    return gm, gq, gs, go, gf, None, None, g_bg, None, None, None, None, None, None
+    return gm, gq, gs, go, gf, None, None, g_bg, None, None, None, None, None, None, None, None
 
 
 _FORWARD = AutogradOp("rasterize_camera_fwd", _backward, _setup_context)

@@ -164,7 +164,7 @@ def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, c
           row_azimuth_offsets, near, far, eps2d, segments, segment_min, capacity):
     C, N, D, R, W = _check(_OP, means, quats, scales, opacities, features, viewmats, row_elevations,
                            column_azimuths, column_order, row_azimuth_offsets, near, far, eps2d)
-    _check_segments(_OP, segments, segment_min)
+    Ck.segments(_OP, segments, segment_min)
     ty, tx = (R + _TILE_ROWS - 1) // _TILE_ROWS, (W + _TILE_COLS - 1) // _TILE_COLS
     M = _binning.fake_intersections(means.device, capacity)
     S = segments if segments > 1 and means.device.type != "cpu" else 0
@@ -173,16 +173,6 @@ def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, c
     return (e((C, R, W, D)), e((C, R, W, 1)), e((C, R, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),
             e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64), e((C, R, W)), e((C, R, W), dtype=i32),
             e((2,), dtype=i64), e((S, C, R, W, D + 2)), e((S, C, R, W), dtype=i32))
-
-
-_MAX_SEGMENTS = 64  # csrc/rasterize_lidar/rasterize_lidar.h: NUREC_RL_MAX_SEGMENTS
-
-
-def _check_segments(op, segments, segment_min):
-    if not 0 <= segments <= _MAX_SEGMENTS:
-        Ck.fail(op, f"`segments` must be in [0, {_MAX_SEGMENTS}], got {segments}")
-    if segment_min < 1:
-        Ck.fail(op, f"`segment_min` must be >= 1, got {segment_min}")
 
 
 @torch.library.register_fake("nurec_ops::rasterize_lidar_bwd")

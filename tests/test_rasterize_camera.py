@@ -348,7 +348,7 @@ def _op_args(device, dtype=torch.float64, sh=None):
     s = to(random_scene(N=30, C=2, W=20, H=18, sh=sh), device, dtype, bg=True)
     cap = 1 << 14
     return (s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["Ks"],
-            s["backgrounds"], 20, 18, 0.01, 1e10, -1 if sh is None else sh, cap)
+            s["backgrounds"], 20, 18, 0.01, 1e10, -1 if sh is None else sh, 4, 2, cap)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -532,3 +532,98 @@ def test_cuda_grid_limits_name_the_argument():
     with pytest.raises(RuntimeError, match="`viewmats`"):
         nurec_ops.rasterize_camera(**g, features=torch.rand(N, 3, device=dev), viewmats=V.expand(C, 4, 4),
                                    Ks=K.expand(C, 3, 3), width=1, height=1, capacity=1024)
+
+
+# ------------------------------------------- long lists cut into parts (CUDA)
+
+SEG_FIXUP = 0x20000000  # csrc/tiles/splat.h: NUREC_SPLAT_SEG_FIXUP
+
+
+def longest_list(scene):
+    """The longest tile list of a scene (CPU binning, the same tiles)."""
+    s = to(scene, "cpu", torch.float64, grad=False)
+    out = OPS.rasterize_camera_fwd(s["means"], s["quats"], s["scales"], s["opacities"], s["features"],
+                                   s["viewmats"], s["Ks"], None, s["width"], s["height"], s.get("near", 0.01),
+                                   1e10, -1 if s["sh_degree"] is None else s["sh_degree"], 0, 1, 0)
+    ranges = out[7]
+    return int((ranges[..., 1] - ranges[..., 0]).max())
+
+
+def _camera_module():
+    import sys
+    return sys.modules["nurec_ops.rasterize_camera"]  # the package's attribute is the function
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("segments,segment_min", [(2, 1), (4, 3), (8, 8), (64, 1)])
+def test_cuda_parity_long_lists_cut_into_parts(monkeypatch, dtype, segments, segment_min):
+    """Lists cut into parts (composited separately, chained per pixel; parts
+    where the cut-off falls composited again) against the reference, with a
+    background and with SH: every list of these scenes is longer than
+    segment_min."""
+    rc = _camera_module()
+    monkeypatch.setattr(rc, "_SEGMENTS", segments)
+    monkeypatch.setattr(rc, "_SEGMENT_MIN", segment_min)
+    for scene, bg in ((random_scene(N=200, C=3, D=3), True), (random_scene(N=150, C=2, sh=2), False),
+                      (edge_scene(), True)):
+        assert longest_list(scene) > segment_min  # so that lists are cut into parts
+        check_parity(scene, "cuda", dtype, bg=bg)
+
+
+@gpu
+def test_cuda_parts_match_one_walk(monkeypatch):
+    """A larger scene of many overlapping Gaussians, lists cut into parts of
+    >= 32 entries vs one walk per list (float64: equal up to rounding), and
+    pixels do reach the cut-off inside later parts (the case the second walk
+    exists for)."""
+    rc = _camera_module()
+    scene = random_scene(N=3000, C=2, W=96, H=64, D=4)
+    scene["opacities"] = scene["opacities"] * 0.5 + 0.45
+    c = to(scene, "cuda", torch.float64, bg=True)
+    results = []
+    for segments in (0, 8):
+        monkeypatch.setattr(rc, "_SEGMENTS", segments)
+        monkeypatch.setattr(rc, "_SEGMENT_MIN", 32)
+        poison_allocator("cuda")
+        out = run(lambda *a, **k: nurec_ops.rasterize_camera(*a, **k, binning="exact"), c)
+        torch.manual_seed(1)
+        cot = [torch.randn_like(o) for o in out]
+        results.append((out, grads(out, c, cot)))
+    (o1, g1), (o8, g8) = results
+    for name, a, b in zip(("render", "depth", "alpha"), o8, o1):
+        assert_close(a, b, torch.float64, factor=10, msg=name)
+    for k in g1:
+        err = (g8[k] - g1[k]).norm() / g1[k].norm().clamp_min(1e-12)
+        assert err < 1e-9, (k, err.item())
+    with torch.no_grad():
+        s = c
+        fwd = OPS.rasterize_camera_fwd(s["means"], s["quats"], s["scales"], s["opacities"], s["features"],
+                                       s["viewmats"], s["Ks"], s["backgrounds"], s["width"], s["height"], 0.01,
+                                       1e10, -1, 8, 32, 1 << 22)
+    seg_state, seg_last = fwd[11], fwd[12]
+    assert seg_state.shape[0] == 8 and seg_last.shape[0] == 8
+    assert ((seg_last[1:] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
+
+
+@gpu
+def test_cuda_parts_outputs_same_every_call():
+    """Every output of the forward op, the parts' state included, is the same
+    bits call after call (opcheck compares all of them between two runs)."""
+    scene = random_scene(N=3000, C=2, W=96, H=64, D=3)
+    scene["opacities"] = scene["opacities"] * 0.5 + 0.45
+    s = to(scene, "cuda", torch.float32, grad=False)
+    args = (s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["Ks"], None,
+            s["width"], s["height"], 0.01, 1e10, -1, 8, 32, 1 << 22)
+    bits = lambda t: t.view(torch.uint8) if t.is_floating_point() else t  # noqa: E731  (NaN == NaN too)
+    with torch.no_grad():
+        first = OPS.rasterize_camera_fwd(*args)
+        assert ((first[12][1:] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
+        for _ in range(3):
+            poison_allocator("cuda")
+            again = OPS.rasterize_camera_fwd(*args)
+            for k, (a, b) in enumerate(zip(first, again)):
+                if k == 6:  # the intersection list past the needed count is scratch
+                    n = int(first[10][0])
+                    a, b = a[:n], b[:n]
+                assert torch.equal(bits(a), bits(b)), k

@@ -137,7 +137,7 @@ def test_garden_projection_matches_gsplat():
     C, N, W, H = s["viewmats"].shape[0], s["means"].shape[0], s["width"], s["height"]
     feats = torch.rand(N, 3, dtype=torch.float64)
     out = torch.ops.nurec_ops.rasterize_camera_fwd(s["means"], s["quats"], s["scales"], s["opacities"], feats,
-                                                   s["viewmats"], s["Ks"], None, W, H, 0.01, 1e10, -1, 0)
+                                                   s["viewmats"], s["Ks"], None, W, H, 0.01, 1e10, -1, 0, 1, 0)
     rec = out[3]  # [C, N, 8]: u, v, A, B, C, opacity, depth, threshold
     covars, _ = impl._quat_scale_to_covar_preci(s["quats"], s["scales"], compute_preci=False, triu=False)
     radii, means2d, depths, conics, _ = impl._fully_fused_projection(

@@ -1,7 +1,11 @@
 /* CUDA kernels of rasterize_camera. Forward: projection (1 launch, a call of
  * its own: nurec_rasterize_camera_project_cuda) ->
  * tile binning (tiles.cu: scan, emit, radix sort, ranges) -> per-tile
- * compositing (1 launch). Backward: two memsets, the per-tile sweep (its own
+ * compositing (1 launch; the parts of long lists on blocks of their own) ->
+ * when lists may be cut: two memsets before, and after it combining the
+ * parts per pixel, a second walk of the parts where pixels reach the
+ * cut-off, and the end of the combining (3 launches). Backward: two
+ * memsets, the per-tile sweep (per part; its own
  * kernel: register budget, batch size and shared-memory carveout of its own)
  * and the per-Gaussian projection VJP. All on the caller's stream, no host
  * synchronization; an overflowed binning (status[1]) turns the outputs and
@@ -50,6 +54,12 @@ int num_passes(const nurec_rasterize_camera_params* p) {
     return (int)((p->channels + RC_CH - 1) / RC_CH);
 }
 
+// x, y: tiles; z: (camera, channel pass, part of the list).
+dim3 tile_grid(const nurec_rasterize_camera_params* p, int passes) {
+    const int64_t parts = p->segments > 1 ? p->segments : 1;
+    return dim3((unsigned)p->tiles_x, (unsigned)p->tiles_y, (unsigned)(p->num_cameras * passes * parts));
+}
+
 // Carveout preferences, set once per process (not stream operations).
 void set_carveouts(void) {
     static bool done = false;
@@ -92,9 +102,32 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
     if (st != NUREC_OK) return st;
     if (p->num_cameras == 0 || p->width == 0 || p->height == 0 || p->channels == 0) return NUREC_OK;
     int passes = num_passes(p);
-    dim3 grid((unsigned)p->tiles_x, (unsigned)p->tiles_y, (unsigned)(p->num_cameras * passes));
+    const dim3 grid = tile_grid(p, passes);
+    if (p->segments > 1) {
+        /* the parts' state is an output of the op (for the backward), and most
+           of its slots belong to parts that a tile does not have: zeros there,
+           so that every output is defined and the same call to call */
+        const size_t pixels = (size_t)(p->num_cameras * p->height * (int64_t)p->width);
+        const size_t slots = (size_t)p->segments * pixels;
+        /* parts publish where they stop a pixel in p.last (rc_forward_body): start high */
+        if (cudaMemsetAsync(p->last, 0x7f, sizeof(int32_t) * pixels, s) != cudaSuccess) return NUREC_ERR_CUDA;
+        if (cudaMemsetAsync(p->seg_state, 0, (f64 ? 8 : 4) * (size_t)(p->channels + 2) * slots, s) != cudaSuccess ||
+            cudaMemsetAsync(p->seg_last, 0, sizeof(int32_t) * slots, s) != cudaSuccess)
+            return NUREC_ERR_CUDA;
+    }
     if (f64) rc_forward_kernel_f64<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
     else rc_forward_kernel_f32<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+    if (p->segments > 1) { /* chain the parts of the long lists; walk again where the cut-off falls */
+        unsigned b = blocks_for(p->num_cameras * p->height * (int64_t)p->width, RC_PROJ_THREADS);
+        for (int phase = 0; phase < 2; ++phase) {
+            if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
+            if (f64) rc_combine_kernel_f64<<<b, RC_PROJ_THREADS, 0, s>>>(*p, phase);
+            else rc_combine_kernel_f32<<<b, RC_PROJ_THREADS, 0, s>>>(*p, phase);
+            if (phase == 1) break;
+            if (f64) rc_forward_fixup_kernel_f64<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+            else rc_forward_fixup_kernel_f32<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+        }
+    }
     return ok();
 }
 
@@ -113,7 +146,7 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
     if (gcol > 0 && cudaMemsetAsync(gcol_ptr, 0, gcol, s) != cudaSuccess) return NUREC_ERR_CUDA;
     if (C > 0 && p->width > 0 && p->height > 0 && p->channels > 0) {
         int passes = num_passes(p);
-        dim3 grid((unsigned)p->tiles_x, (unsigned)p->tiles_y, (unsigned)(C * passes));
+        const dim3 grid = tile_grid(p, passes);
         if (f64) rc_backward_kernel_f64<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
         else rc_backward_kernel_f32<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
         if (ok() != NUREC_OK) return NUREC_ERR_CUDA;

@@ -61,6 +61,14 @@ typedef struct nurec_rasterize_camera_params {
     int64_t* status;         /* [2] needed intersections, overflowed */
     void* final_T;           /* [C, H, W] */
     int32_t* last;           /* [C, H, W] entries consumed per pixel (from the tile start) */
+    /* Long lists cut into parts (CUDA only; 0 or 1: none), as the lidar's:
+     * a tile whose list is longer than segment_min is composited by up to
+     * `segments` blocks, each on its own part of the list from T = 1, and
+     * the parts are chained per pixel (rasterize_camera_cuda_generic.cuh). */
+    int segments;
+    int64_t segment_min;
+    void* seg_state;         /* [segments, C, H, W, D + 2] per part: features, depth, T */
+    int32_t* seg_last;       /* [segments, C, H, W] per part: last entry | NUREC_SPLAT_SEG_* flags */
     void* workspace;         /* CUDA binning scratch */
     size_t workspace_bytes;
     /* forward outputs */

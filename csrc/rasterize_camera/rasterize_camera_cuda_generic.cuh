@@ -36,34 +36,95 @@ NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
     }
 }
 
-/* Forward: one block per (tile, camera, pass of up to RC_CH channels), one
- * thread per pixel, Gaussians staged through shared memory in batches. */
-__global__ void __launch_bounds__(RC_BLOCK)
-NR(rc_forward_kernel)(nurec_rasterize_camera_params p, int passes) {
+/* Where a block works: one block per (tile, camera, pass of up to RC_CH
+ * channels, part of the tile's list), one thread per pixel of the tile.
+ *
+ * The parts: a street camera's tile towards the vanishing point lists
+ * thousands of distant Gaussians (12,570 on the 1080p street), none of which
+ * takes a pixel's transmittance to the cut-off soon (its pixels walk up to
+ * 10,860 entries). One block walking them one after another was the
+ * kernels' critical path: ncu showed the SMs 21% (forward) and 26%
+ * (backward) busy there. A list longer than p.segment_min is cut into up to
+ * p.segments parts of at least segment_min entries, each composited from
+ * T = 1 by a block of its own, and rc_combine_kernel chains them per pixel
+ * (the same result as one walk up to rounding; where a pixel's cut-off falls
+ * inside a later part, that part is walked again from the pixel's
+ * transmittance at its start). The lidar rasterizer does the same. blockIdx.z
+ * = (camera, pass, part); blocks of a part the tile does not have leave at
+ * once (uniform over the block). */
+typedef struct NR(rc_place) {
+    int64_t cz, tile, start, end, lo, hi, pix; /* camera; tile; its list; this block's part; pixel */
+    int pass, x, y, seg;
+    bool inside, multi;
+} NR(rc_place);
+
+NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int passes, NR(rc_place)* w) {
+    const int nseg = p.segments > 1 ? p.segments : 1;
+    const int64_t czp = blockIdx.z / nseg;
+    w->seg = (int)(blockIdx.z - czp * nseg);
+    w->cz = czp / passes;
+    w->pass = (int)(czp - w->cz * passes);
+    w->x = blockIdx.x * NUREC_TILE + (threadIdx.x % NUREC_TILE);
+    w->y = blockIdx.y * NUREC_TILE + (threadIdx.x / NUREC_TILE);
+    w->inside = w->x < p.width && w->y < p.height;
+    w->pix = (w->cz * p.height + w->y) * (int64_t)p.width + w->x;
+    w->tile = (w->cz * p.tiles_y + blockIdx.y) * p.tiles_x + blockIdx.x;
+    w->start = p.tile_ranges[2 * w->tile];
+    w->end = p.tile_ranges[2 * w->tile + 1];
+    int64_t seg_len;
+    /* an overflowed binning: one "part", whose forward writes the NaN outputs */
+    const int n = p.status[1] != 0 ? 1 : nurec_splat_segment_count(p.segments, p.segment_min, w->end - w->start, &seg_len);
+    if (w->seg >= n) return false;
+    w->multi = n > 1;
+    w->lo = w->multi ? w->start + w->seg * seg_len : w->start;
+    w->hi = w->multi && w->lo + seg_len < w->end ? w->lo + seg_len : w->end;
+    return true;
+}
+
+/* Forward body, Gaussians staged through shared memory in batches.
+ * fixup = 1: the second walk of the parts where a pixel's cut-off falls
+ * (flagged by the combine kernel): only those pixels, from the
+ * transmittance the combine left in final_T. */
+__device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera_params& p, int passes,
+                                                   const int fixup) {
     __shared__ real_t s_rec[RC_BLOCK * 7];
     __shared__ real_t s_f[RC_BLOCK * RC_CH];
+    NR(rc_place) w;
+    if (!NR(rc_place_of)(p, passes, &w)) return;
+    if (fixup && (!w.multi || w.seg == 0)) return; /* a first part is never walked again */
     const int tid = threadIdx.x;
-    const int64_t cz = blockIdx.z / passes;
-    const int pass = blockIdx.z - (int)cz * passes;
-    const int64_t D = p.channels;
+    const int64_t D = p.channels, cz = w.cz, start = w.start, lo = w.lo, hi = w.hi, pix = w.pix;
+    const int pass = w.pass;
     const int c0 = pass * RC_CH;
     const int nch = D - c0 < RC_CH ? (int)(D - c0) : RC_CH;
-    const int x = blockIdx.x * NUREC_TILE + (tid % NUREC_TILE);
-    const int y = blockIdx.y * NUREC_TILE + (tid / NUREC_TILE);
-    const bool inside = x < p.width && y < p.height;
-    const int64_t tile = (cz * p.tiles_y + blockIdx.y) * p.tiles_x + blockIdx.x;
-    const int64_t start = p.tile_ranges[2 * tile], end = p.tile_ranges[2 * tile + 1];
+    const bool inside = w.inside;
     const bool overflow = p.status[1] != 0;
     const int sh = p.sh_degree >= 0;
-    const real_t px = (real_t)x + (real_t)0.5, py = (real_t)y + (real_t)0.5;
+    const real_t px = (real_t)w.x + (real_t)0.5, py = (real_t)w.y + (real_t)0.5;
+    const int64_t at = w.seg * (p.num_cameras * p.height * (int64_t)p.width) + pix;
     real_t T = 1, dep = 0, acc[RC_CH];
     for (int k = 0; k < RC_CH; ++k) acc[k] = 0;
     int32_t last = 0;
     bool done = !inside || overflow;
-    for (int64_t b = start; b < end; b += RC_BLOCK) {
+    if (fixup && !done) {
+        done = (p.seg_last[at] & NUREC_SPLAT_SEG_FIXUP) == 0;
+        if (!done) T = ((const real_t*)p.final_T)[pix]; /* the start T the combine left there */
+    }
+    const bool active = !done;
+    /* A later part's walk is wasted on a pixel that an earlier part already
+     * stopped (the combine never reads it). The first walk of a part that
+     * stops a pixel publishes that in p.last (atomicMin of the part; the
+     * launcher fills it with a large value first), and a later part looks
+     * at each batch: whatever it sees is final, and what it has not seen
+     * yet only costs the work it would have done anyway, so the outputs do
+     * not depend on the timing (its own result for such a pixel lies behind
+     * the cut-off: never read, and cleared by the combine). As the lidar's. */
+    const bool parts_first_walk = w.multi && !fixup;
+    for (int64_t b = lo; b < hi; b += RC_BLOCK) {
+        if (parts_first_walk && w.seg > 0 && !done) done = __ldcg(p.last + pix) < w.seg;
         if (__syncthreads_count(done) == RC_BLOCK) break;
         int64_t j = b + tid;
-        if (j < end) {
+        if (j < hi) {
             int64_t it = p.isect_items[j];
             const real_t* r = (const real_t*)p.records + NUREC_TREC_SIZE * it;
             for (int k = 0; k < 7; ++k) s_rec[7 * tid + k] = r[k];
@@ -72,23 +133,37 @@ NR(rc_forward_kernel)(nurec_rasterize_camera_params p, int passes) {
             for (int k = 0; k < RC_CH; ++k) s_f[RC_CH * tid + k] = k < nch ? f[c0 + k] : (real_t)0;
         }
         __syncthreads();
-        int cnt = end - b < RC_BLOCK ? (int)(end - b) : RC_BLOCK;
+        int cnt = hi - b < RC_BLOCK ? (int)(hi - b) : RC_BLOCK;
         for (int k = 0; k < cnt && !done; ++k) {
             const real_t* r = s_rec + 7 * k;
             real_t vis, dx, dy;
             real_t a = NR(rc_alpha)(r, px, py, &vis, &dx, &dy);
             if (a == 0) continue;
             real_t Tn = T * (1 - a);
-            if (Tn < (real_t)NUREC_SPLAT_T_MIN) { done = true; break; }
-            real_t w = a * T;
-            for (int q = 0; q < RC_CH; ++q) acc[q] += w * s_f[RC_CH * k + q];
-            dep += w * r[NUREC_TREC_DEPTH];
+            if (Tn < (real_t)NUREC_SPLAT_T_MIN) {
+                done = true;
+                if (parts_first_walk && pass == 0) atomicMin(p.last + pix, w.seg);
+                break;
+            }
+            real_t wt = a * T;
+            for (int q = 0; q < RC_CH; ++q) acc[q] += wt * s_f[RC_CH * k + q];
+            dep += wt * r[NUREC_TREC_DEPTH];
             last = (int32_t)(b + k - start + 1);
             T = Tn;
         }
     }
-    if (!inside) return;
-    const int64_t pix = (cz * p.height + y) * (int64_t)p.width + x;
+    if (!inside || (fixup && !active)) return;
+    if (w.multi) { /* this part's own result, for the combine kernel */
+        real_t* st = (real_t*)p.seg_state + (D + 2) * at;
+        for (int q = 0; q < RC_CH; ++q)
+            if (q < nch) st[c0 + q] = acc[q];
+        if (pass == 0) {
+            st[D] = dep;
+            st[D + 1] = T;
+            p.seg_last[at] = last | (fixup ? NUREC_SPLAT_SEG_FIXUP : done ? NUREC_SPLAT_SEG_STOPPED : 0);
+        }
+        return;
+    }
     real_t* out = (real_t*)p.render + D * pix + c0;
     const real_t* bg = (const real_t*)p.backgrounds;
     const real_t nan = (real_t)NAN;
@@ -102,6 +177,99 @@ NR(rc_forward_kernel)(nurec_rasterize_camera_params p, int passes) {
     }
 }
 
+/* Two kernels, so that the first walk does not carry the second's registers. */
+__global__ void __launch_bounds__(RC_BLOCK)
+NR(rc_forward_kernel)(nurec_rasterize_camera_params p, int passes) { NR(rc_forward_body)(p, passes, 0); }
+
+__global__ void __launch_bounds__(RC_BLOCK)
+NR(rc_forward_fixup_kernel)(nurec_rasterize_camera_params p, int passes) { NR(rc_forward_body)(p, passes, 1); }
+
+/* Combine, one thread per pixel of a tile whose list was cut into parts:
+ * chains the parts front to back. Part s started from T = 1; the pixel's
+ * transmittance when it begins is P, the product of the earlier parts' T.
+ * Its result counts P times over unless the cut-off falls inside it (its own
+ * walk stopped, or P x its T < 1e-4: T only falls); that part is composited
+ * again from T = P under the SPEC's stop rule by the forward kernel (fixup =
+ * 1) between phase 0 and phase 1 of this kernel. Finally each part's slot
+ * holds what the backward starts from: T after the part and what lies behind
+ * it (suffix sums of the later parts; the background is added by the
+ * backward), and the sums are the outputs. */
+NUREC_HD_DEV void NR(rc_combine_finish)(const nurec_rasterize_camera_params& p, int64_t cz, int64_t pix, int n,
+                                        int used, real_t P, int32_t last) {
+    const int64_t CHW = p.num_cameras * p.height * (int64_t)p.width, D = p.channels, E = D + 2;
+    real_t* state = (real_t*)p.seg_state;
+    for (int s = used; s < n; ++s) { /* behind the cut-off: nothing to sweep */
+        real_t* st = state + E * (s * CHW + pix);
+        for (int64_t q = 0; q <= D; ++q) st[q] = 0;
+        st[D + 1] = P;
+        p.seg_last[s * CHW + pix] = 0;
+    }
+    real_t* out = (real_t*)p.render + D * pix;
+    const real_t* bg = (const real_t*)p.backgrounds;
+    for (int64_t q = 0; q <= D; ++q) {
+        real_t behind = 0;
+        for (int s = used - 1; s >= 0; --s) {
+            real_t* v = state + E * (s * CHW + pix) + q;
+            const real_t c = *v;
+            *v = behind;
+            behind += c;
+        }
+        if (q < D) out[q] = behind + (bg ? P * bg[cz * D + q] : (real_t)0);
+        else ((real_t*)p.depth)[pix] = behind;
+    }
+    ((real_t*)p.alpha)[pix] = 1 - P;
+    ((real_t*)p.final_T)[pix] = P;
+    p.last[pix] = last;
+}
+
+__global__ void __launch_bounds__(RC_PROJ_THREADS)
+NR(rc_combine_kernel)(nurec_rasterize_camera_params p, int phase) {
+    const int64_t HW = p.height * (int64_t)p.width, CHW = p.num_cameras * HW;
+    const int64_t pix = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (pix >= CHW || p.status[1] != 0) return;
+    const int64_t D = p.channels, E = D + 2;
+    const int64_t cz = pix / HW;
+    const int y = (int)((pix - cz * HW) / p.width), x = (int)(pix % p.width);
+    const int64_t tile = (cz * p.tiles_y + y / NUREC_TILE) * p.tiles_x + x / NUREC_TILE;
+    int64_t seg_len;
+    const int n = nurec_splat_segment_count(p.segments, p.segment_min, p.tile_ranges[2 * tile + 1] - p.tile_ranges[2 * tile], &seg_len);
+    if (n <= 1) return; /* the forward kernel wrote this pixel */
+    real_t* state = (real_t*)p.seg_state;
+    if (phase == 1) { /* after the second walk: only pixels phase 0 left open (last < 0) */
+        const int32_t open = p.last[pix];
+        if (open >= 0) return;
+        int s = 1;
+        while (s < n - 1 && (p.seg_last[s * CHW + pix] & NUREC_SPLAT_SEG_FIXUP) == 0) ++s;
+        const int32_t sl = p.seg_last[s * CHW + pix] & NUREC_SPLAT_SEG_LAST;
+        const real_t P = state[E * (s * CHW + pix) + D + 1];
+        NR(rc_combine_finish)(p, cz, pix, n, s + 1, P, sl > 0 ? sl : -open - 1);
+        return;
+    }
+    real_t P = 1;
+    int32_t last = 0;
+    for (int s = 0; s < n; ++s) {
+        real_t* st = state + E * (s * CHW + pix);
+        int32_t* sl = p.seg_last + s * CHW + pix;
+        const bool stopped = (*sl & NUREC_SPLAT_SEG_STOPPED) != 0;
+        if (s > 0 && (stopped || P * st[D + 1] < (real_t)NUREC_SPLAT_T_MIN)) {
+            /* the cut-off falls in this part: to be walked again from T = P */
+            *sl = NUREC_SPLAT_SEG_FIXUP;
+            ((real_t*)p.final_T)[pix] = P;
+            p.last[pix] = -last - 1; /* open; the entries so far */
+            return;
+        }
+        for (int64_t q = 0; q <= D; ++q) st[q] *= P;
+        if ((*sl & NUREC_SPLAT_SEG_LAST) > 0) last = *sl & NUREC_SPLAT_SEG_LAST;
+        P *= st[D + 1];
+        st[D + 1] = P;
+        if (stopped) { /* first part only: later ones are behind the cut-off */
+            NR(rc_combine_finish)(p, cz, pix, n, s + 1, P, last);
+            return;
+        }
+    }
+    NR(rc_combine_finish)(p, cz, pix, n, n, P, last);
+}
+
 /* Backward: one block per (tile, camera, pass), pixels sweep their lists
  * back to front in shared-memory batches; each Gaussian's gradient is summed
  * over the warp's pixels with shuffles before one lane adds it to global
@@ -112,53 +280,65 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     __shared__ real_t s_rec[RC_BWD_BATCH * 7];
     __shared__ real_t s_f[RC_BWD_BATCH * RC_CH];
     __shared__ int64_t s_it[RC_BWD_BATCH];
+    __shared__ int64_t s_gc[RC_BWD_BATCH]; /* where its colour gradient goes (frees registers in the sweep) */
     __shared__ int s_max_last;
     if (p.status[1] != 0) return; /* overflowed forward: outputs were NaN */
+    NR(rc_place) w;
+    if (!NR(rc_place_of)(p, passes, &w)) return;
     const int tid = threadIdx.x, lane = tid & 31;
-    const int64_t cz = blockIdx.z / passes;
-    const int pass = blockIdx.z - (int)cz * passes;
+    const int64_t cz = w.cz, start = w.start, lo = w.lo, pix = w.pix;
+    const int pass = w.pass;
     const int64_t D = p.channels, N = p.num_gaussians;
     const int c0 = pass * RC_CH;
     const int nch = D - c0 < RC_CH ? (int)(D - c0) : RC_CH;
-    const int x = blockIdx.x * NUREC_TILE + (tid % NUREC_TILE);
-    const int y = blockIdx.y * NUREC_TILE + (tid / NUREC_TILE);
-    const bool inside = x < p.width && y < p.height;
-    const int64_t tile = (cz * p.tiles_y + blockIdx.y) * p.tiles_x + blockIdx.x;
-    const int64_t start = p.tile_ranges[2 * tile];
+    const bool inside = w.inside;
     const int sh = p.sh_degree >= 0;
-    const real_t px = (real_t)x + (real_t)0.5, py = (real_t)y + (real_t)0.5;
-    const int64_t pix = (cz * p.height + y) * (int64_t)p.width + x;
+    const real_t px = (real_t)w.x + (real_t)0.5, py = (real_t)w.y + (real_t)0.5;
     real_t T = 0, gf[RC_CH], S[RC_CH], gz = 0, gTa = 0, Sz = 0;
     int32_t last = 0;
     for (int q = 0; q < RC_CH; ++q) gf[q] = S[q] = 0;
     if (inside) {
-        T = ((const real_t*)p.final_T)[pix];
+        const real_t T_final = ((const real_t*)p.final_T)[pix];
+        T = T_final;
         last = p.last[pix];
         const real_t* g = (const real_t*)p.grad_render + D * pix + c0;
         const real_t* bg = (const real_t*)p.backgrounds;
         for (int q = 0; q < RC_CH; ++q) {
             if (q >= nch) continue;
             gf[q] = g[q];
-            S[q] = bg ? T * bg[cz * D + c0 + q] : (real_t)0;
+            S[q] = bg ? T_final * bg[cz * D + c0 + q] : (real_t)0;
+        }
+        if (w.multi) { /* a part: from T after it and what lies behind it (the combine's suffix sums) */
+            const int64_t at = w.seg * (p.num_cameras * p.height * (int64_t)p.width) + pix;
+            const real_t* st = (const real_t*)p.seg_state + (D + 2) * at;
+            for (int q = 0; q < RC_CH; ++q)
+                if (q < nch) S[q] += st[c0 + q];
+            Sz = st[D];
+            T = st[D + 1];
         }
         if (pass == 0) {
             gz = ((const real_t*)p.grad_depth)[pix];
-            gTa = ((const real_t*)p.grad_alpha)[pix] * T;
+            gTa = ((const real_t*)p.grad_alpha)[pix] * T_final;
         }
     }
     if (tid == 0) s_max_last = 0;
     __syncthreads();
     if (last > 0) atomicMax(&s_max_last, last);
     __syncthreads();
-    const int64_t stop = start + s_max_last;
+    /* entries from the tile's start, in 32 bits (a list is shorter than 2^31,
+     * as `last` is): with 64-bit bounds the kernel spilled at its register
+     * budget (56 bytes, ptxas) */
+    const int32_t lo_rel = (int32_t)(lo - start), hi_rel = (int32_t)(w.hi - start);
+    const int32_t stop_rel = s_max_last < hi_rel ? s_max_last : hi_rel;
     real_t* grec = (real_t*)p.grad_records;
     real_t* gcol = sh ? (real_t*)p.grad_colors : (real_t*)p.grad_features;
-    for (int64_t b_end = stop; b_end > start; b_end -= RC_BWD_BATCH) {
-        const int cnt = b_end - start < RC_BWD_BATCH ? (int)(b_end - start) : RC_BWD_BATCH;
+    for (int32_t e_end = stop_rel; e_end > lo_rel; e_end -= RC_BWD_BATCH) {
+        const int cnt = e_end - lo_rel < RC_BWD_BATCH ? e_end - lo_rel : RC_BWD_BATCH;
         __syncthreads();
         if (tid < cnt) {
-            int64_t it = p.isect_items[b_end - 1 - tid];
+            int64_t it = p.isect_items[start + e_end - 1 - tid];
             s_it[tid] = it;
+            s_gc[tid] = (sh ? 3 * it : D * (it % N)) + c0;
             const real_t* r = (const real_t*)p.records + NUREC_TREC_SIZE * it;
             for (int k = 0; k < 7; ++k) s_rec[7 * tid + k] = r[k];
             const real_t* f = sh ? (const real_t*)p.colors + 3 * it
@@ -167,7 +347,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
         }
         __syncthreads();
         for (int k = 0; k < cnt; ++k) {
-            const int64_t rel = b_end - 1 - k - start;
+            const int32_t rel = e_end - 1 - k;
             const real_t* r = s_rec + 7 * k;
             real_t v[7 + RC_CH];
             for (int q = 0; q < 7 + RC_CH; ++q) v[q] = 0;
@@ -189,7 +369,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             if (mask == 0) continue;
             const int64_t it = s_it[k];
             real_t* g = grec + NUREC_SPLAT_GREC_SIZE * it;
-            real_t* gc = gcol + (sh ? 3 * it : D * (it % N)) + c0;
+            real_t* gc = gcol + s_gc[k];
             if (__popc(mask) > RC_BWD_DIRECT_LANES) {
                 /* many pixels of the warp: the warp's sums, one atomic per value */
                 NR(splat_warp_add)(v, 7 + RC_CH, lane, g, pass == 0 ? 7 : 6, gc, nch);

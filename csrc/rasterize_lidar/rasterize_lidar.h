@@ -55,10 +55,10 @@ extern "C" {
 /* Flags in seg_last: the part's own compositing reached the transmittance
  * cut-off; the ray's cut-off falls in this part, which is composited again
  * from the ray's transmittance at its start. The rest is the last entry. */
-#define NUREC_RL_SEG_STOPPED 0x40000000
-#define NUREC_RL_SEG_FIXUP 0x20000000
-#define NUREC_RL_SEG_LAST 0x1fffffff
-#define NUREC_RL_MAX_SEGMENTS 64
+#define NUREC_RL_SEG_STOPPED NUREC_SPLAT_SEG_STOPPED
+#define NUREC_RL_SEG_FIXUP NUREC_SPLAT_SEG_FIXUP
+#define NUREC_RL_SEG_LAST NUREC_SPLAT_SEG_LAST
+#define NUREC_RL_MAX_SEGMENTS NUREC_SPLAT_MAX_SEGMENTS
 
 typedef struct nurec_rasterize_lidar_params {
     int dtype;

@@ -210,18 +210,6 @@ typedef struct NR(rl_place) {
     int seg;
 } NR(rl_place);
 
-/* Number of parts of a list of len entries, and their length. */
-NUREC_HD_DEV int NR(rl_segment_count)(const nurec_rasterize_lidar_params& p, int64_t len, int64_t* seg_len) {
-    if (p.segments <= 1 || len <= p.segment_min) {
-        *seg_len = len;
-        return 1;
-    }
-    int64_t n = (len + p.segments - 1) / p.segments;
-    n = n < p.segment_min ? p.segment_min : n;
-    *seg_len = n;
-    return (int)((len + n - 1) / n);
-}
-
 /* false: this block has no part to work on (uniform over the block). */
 NUREC_HD_DEV bool NR(rl_place_of)(const nurec_rasterize_lidar_params& p, int passes, NR(rl_place)* w) {
     const int nseg = p.segments > 1 ? p.segments : 1;
@@ -239,7 +227,7 @@ NUREC_HD_DEV bool NR(rl_place_of)(const nurec_rasterize_lidar_params& p, int pas
     w->start = p.tile_ranges[2 * w->tile];
     w->end = p.tile_ranges[2 * w->tile + 1];
     int64_t seg_len;
-    const int n = p.status[1] != 0 ? 1 : NR(rl_segment_count)(p, w->end - w->start, &seg_len);
+    const int n = p.status[1] != 0 ? 1 : nurec_splat_segment_count(p.segments, p.segment_min, w->end - w->start, &seg_len);
     if (w->seg >= n) return false;
     w->multi = n > 1;
     w->lo = w->multi ? w->start + w->seg * seg_len : w->start;
@@ -405,7 +393,7 @@ NR(rl_combine_kernel)(nurec_rasterize_lidar_params p, int phase) {
     const int i = (int)((ray / p.cols) % p.rows), j = (int)(ray % p.cols);
     const int64_t tile = (cz * p.tiles_y + i / NUREC_RL_TILE_ROWS) * p.tiles_x + j / NUREC_RL_TILE_COLS;
     int64_t seg_len;
-    const int n = NR(rl_segment_count)(p, p.tile_ranges[2 * tile + 1] - p.tile_ranges[2 * tile], &seg_len);
+    const int n = nurec_splat_segment_count(p.segments, p.segment_min, p.tile_ranges[2 * tile + 1] - p.tile_ranges[2 * tile], &seg_len);
     if (n <= 1) return; /* the forward kernel wrote this ray */
     real_t* state = (real_t*)p.seg_state;
     if (phase == 1) { /* after the second walk: only rays phase 0 left open (last < 0) */

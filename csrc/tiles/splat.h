@@ -16,4 +16,13 @@
  * tile record, tiles.h). */
 #define NUREC_SPLAT_GREC_SIZE 8
 
+/* Long tile lists cut into parts (CUDA): flags in a part's per-cell last
+ * entry (seg_last). The part's own compositing reached the transmittance
+ * cut-off; the cell's cut-off falls in this part, which is composited again
+ * from the cell's transmittance at its start. The rest is the last entry. */
+#define NUREC_SPLAT_SEG_STOPPED 0x40000000
+#define NUREC_SPLAT_SEG_FIXUP 0x20000000
+#define NUREC_SPLAT_SEG_LAST 0x1fffffff
+#define NUREC_SPLAT_MAX_SEGMENTS 64
+
 #endif /* NUREC_SPLAT_H */
