@@ -757,7 +757,10 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
             b.status, seg_state, seg_last};
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
+// The gradients of the Gaussians, and per (camera, Gaussian) item its
+// gradient record (NUREC_SPLAT_GREC_SIZE values: u, v, conic, opacity,
+// depth; SPEC section 8's means2d gradient is its first two).
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     Tensor grad_render, Tensor grad_depth, Tensor grad_alpha, Tensor means, Tensor quats,
     Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor Ks,
     std::optional<Tensor> backgrounds, Tensor records, Tensor counts, Tensor colors,
@@ -800,7 +803,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
                                               : empty_like_shape(in.means, {N, D}));
     splat_check_status(op, launch(op, in.means, p, nurec_rasterize_camera_backward_cpu,
                                   NUREC_CUDA_ONLY(nurec_rasterize_camera_backward_cuda)));
-    return {g.means, g.quats, g.scales, g.opacities, g.features};
+    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records};
 }
 // ====================================================== end rasterize_camera
 
@@ -924,7 +927,7 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
             b.tile_ranges, b.final_T, b.last, b.status, seg_state, seg_last};
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     Tensor grad_features, Tensor grad_range, Tensor grad_alpha, Tensor means, Tensor quats,
     Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor row_elevations,
     Tensor column_azimuths, Tensor column_order, Tensor row_azimuth_offsets, Tensor records, Tensor counts,
@@ -959,7 +962,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     if (!in.means.is_cpu()) rl_check_grid(op, p);
     splat_check_status(op, launch(op, in.means, p, nurec_rasterize_lidar_backward_cpu,
                                   NUREC_CUDA_ONLY(nurec_rasterize_lidar_backward_cuda)));
-    return {g.means, g.quats, g.scales, g.opacities, g.features};
+    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records};
 }
 // ======================================================= end rasterize_lidar
 
@@ -1000,7 +1003,8 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
           "Tensor viewmats, Tensor Ks, Tensor? backgrounds, Tensor records, Tensor counts, "
           "Tensor colors, Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, "
           "Tensor status, Tensor seg_state, Tensor seg_last, int width, int height, float near, "
-          "float far, int sh_degree, int segment_min) -> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+          "float far, int sh_degree, int segment_min) -> (Tensor, Tensor, Tensor, Tensor, Tensor, "
+          "Tensor grad_records)");
     // ---- end rasterize_camera
     // ---- rasterize_lidar (issue 4)
     m.def("rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, "
@@ -1016,7 +1020,7 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
           "Tensor row_azimuth_offsets, Tensor records, Tensor counts, Tensor isect_items, "
           "Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, Tensor seg_state, "
           "Tensor seg_last, float near, float far, float eps2d, int segment_min) "
-          "-> (Tensor, Tensor, Tensor, Tensor, Tensor)");
+          "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor grad_records)");
     // ---- end rasterize_lidar
 }
 

@@ -7,6 +7,7 @@ import torch
 from . import _binning
 from . import _checks as Ck
 from ._library import AutogradOp, ops
+from ._meta import Meta, means2d_grad_function, run_with_meta  # noqa: F401  (Meta: the return_meta type)
 from .nvtx import ranged
 
 _OP = "rasterize_camera"
@@ -39,7 +40,7 @@ def _segments_for(device, dtype, C, H, W, D):
 @ranged("nurec_ops.rasterize_camera")
 def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
                      near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, binning="auto",
-                     capacity=None, on_overflow="warn"):
+                     capacity=None, on_overflow="warn", return_meta=False, means2d_grad=False):
     """3D Gaussian splatting of world-space Gaussians into pinhole cameras.
 
     Args:
@@ -68,6 +69,13 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
         capacity: fixed number of Gaussian-tile intersections to allocate
             (CUDA; e.g. for CUDA graphs or torch.compile); overrides the
             policy's choice.
+        return_meta: also return a ``nurec_ops._meta.Meta`` (SPEC section 8):
+            ``means2d`` [C, N, 2] pixels, ``radii`` [C, N, 2] int32 pixels,
+            ``depths`` [C, N], computed on the device without a host sync.
+        means2d_grad: with return_meta, ``meta.means2d`` is a leaf whose
+            ``.grad`` after ``backward()`` holds the loss's gradient with
+            respect to each projected mean (what densification reads, e.g.
+            gsplat's DefaultStrategy).
 
     Returns:
         ``(render [C, H, W, D], depth [C, H, W, 1], alpha [C, H, W, 1])``:
@@ -101,9 +109,11 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     segments = _segments_for(means.device, means.dtype, C, height, width, D)
     args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
             float(near), float(far), sh, segments, _SEGMENT_MIN)
-    out = _binning.run_binned(_OP, _FORWARD, args, means.device, (C, width, height), C * N,
-                              binning, capacity, on_overflow, report=10)
-    return out[0], out[1], out[2]
+    def run(forward):
+        return _binning.run_binned(_OP, forward, args, means.device, (C, width, height), C * N, binning, capacity,
+                                   on_overflow, report=10)
+    return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad,
+                         lambda: (1.0, 1.0))
 
 
 def check_overflow():
@@ -181,7 +191,7 @@ def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, op
     C, N, D, K = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats, Ks,
                         backgrounds, width, height, near, far, sh_degree)
     e = means.new_empty
-    return e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e(features.shape)
+    return e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e(features.shape), e((C * N, 8))
 
 
 def _setup_context(ctx, inputs, output):
@@ -199,6 +209,12 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, g_render, g_depth, g_alpha, *_unused):
+    return _backward_with_records(ctx, g_render, g_depth, g_alpha)[:-1]
+
+
+def _backward_with_records(ctx, g_render, g_depth, g_alpha):
+    """The op's backward; also returns the per-item gradient records
+    [C * N, 8] (the means2d gradient of SPEC section 8 is their first two)."""
     saved = ctx.saved_tensors
     (means, quats, scales, opacities, features, viewmats, Ks, records, counts, colors, isect, ranges,
      final_T, last, status, seg_state, seg_last) = saved[:17]
@@ -212,16 +228,19 @@ def _backward(ctx, g_render, g_depth, g_alpha, *_unused):
         g_depth = means.new_zeros(shape + (1,))
     if g_alpha is None:
         g_alpha = means.new_zeros(shape + (1,))
-    gm, gq, gs, go, gf = ops.rasterize_camera_bwd(
+    gm, gq, gs, go, gf, grec = ops.rasterize_camera_bwd(
         g_render, g_depth, g_alpha, means, quats, scales, opacities, features, viewmats, Ks, backgrounds,
         records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, width, height, near,
         far, sh_degree, segment_min)
     g_bg = None
-    if ctx.has_bg and ctx.needs_input_grad[7]:
+    if ctx.has_bg and ctx.needs_input_grad[7 + getattr(ctx, "input_offset", 0)]:  # backgrounds
         ok = (status[1] == 0).to(g_render.dtype)
         g_bg = (g_render * final_T[..., None]).sum((1, 2)) * ok
         g_bg = torch.nan_to_num(g_bg, nan=0.0)
-    return gm, gq, gs, go, gf, None, None, g_bg, None, None, None, None, None, None, None, None
+    return gm, gq, gs, go, gf, None, None, g_bg, None, None, None, None, None, None, None, None, grec
 
 
 _FORWARD = AutogradOp("rasterize_camera_fwd", _backward, _setup_context)
+
+
+_WITH_MEANS2D = means2d_grad_function(_FORWARD, _setup_context, _backward_with_records)

@@ -10,6 +10,7 @@ from . import _binning
 from . import _checks as Ck
 from ._lidar_table import canonical_columns
 from ._library import AutogradOp, ops
+from ._meta import means2d_grad_function, run_with_meta
 from .nvtx import ranged
 
 _OP = "rasterize_lidar"
@@ -36,7 +37,7 @@ def default_eps2d(num_columns):
 @ranged("nurec_ops.rasterize_lidar")
 def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
                     row_azimuth_offsets, near=0.5, far=200.0, eps2d=None, *, binning="auto", capacity=None,
-                    on_overflow="warn"):
+                    on_overflow="warn", return_meta=False, means2d_grad=False):
     """3D Gaussian splatting of world-space Gaussians into spinning lidars.
 
     Args:
@@ -68,6 +69,10 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
             ``"exact"`` synchronizes once per call and re-runs on overflow;
             ``capacity=`` fixes the number of Gaussian-tile intersections
             (CUDA graphs, torch.compile).
+        return_meta, means2d_grad: as for rasterize_camera (SPEC section 8):
+            ``means2d`` in (azimuth, elevation) radians, ``radii`` in cells
+            (the ellipse's half-extents over the table's mean column and row
+            spacing), ``depths`` the ranges of the means.
 
     Returns:
         ``(features [C, R, W, D], range [C, R, W, 1], alpha [C, R, W, 1])``:
@@ -105,10 +110,17 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     args = (means, quats, scales, opacities, features, viewmats, row_elevations, col_az, col_order,
             row_azimuth_offsets, float(near), float(far), e2, segments, _SEGMENT_MIN)
     C, N = _binning.leading(viewmats), _binning.leading(means)
-    out = _binning.run_binned(_OP, _FORWARD, args, means.device,
-                              (C, _binning.leading(row_elevations), W), C * N, binning, capacity, on_overflow,
-                              report=9)
-    return out[0], out[1], out[2]
+    def run(forward):
+        return _binning.run_binned(_OP, forward, args, means.device, (C, _binning.leading(row_elevations), W),
+                                   C * N, binning, capacity, on_overflow, report=9)
+
+    def cell():  # mean column and row spacing, as device tensors (no sync)
+        R = row_elevations.shape[0]
+        col = (col_az[-1] - col_az[0]).abs() / max(W - 1, 1) if W > 1 else col_az.new_tensor(2 * math.pi)
+        row = ((row_elevations.max() - row_elevations.min()) / max(R - 1, 1) if R > 1
+               else row_elevations.new_tensor(1.0))
+        return torch.stack((col, row)).clamp_min(1e-12)
+    return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad, cell)
 
 
 def check_overflow():
@@ -186,7 +198,7 @@ def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, 
     Ck.shape(_OP + "_backward", "grad_range", grad_range, (C, R, W, 1), "[C, R, W, 1]")
     Ck.shape(_OP + "_backward", "grad_alpha", grad_alpha, (C, R, W, 1), "[C, R, W, 1]")
     e = means.new_empty
-    return e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e((N, D))
+    return e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e((N, D)), e((C * N, 8))
 
 
 def _setup_context(ctx, inputs, output):
@@ -200,6 +212,12 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, g_feat, g_range, g_alpha, *_unused):
+    return _backward_with_records(ctx, g_feat, g_range, g_alpha)[:-1]
+
+
+def _backward_with_records(ctx, g_feat, g_range, g_alpha):
+    """The op's backward; also returns the per-item gradient records
+    [C * N, 8] (the means2d gradient of SPEC section 8 is their first two)."""
     (means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order, row_off, records, counts,
      isect, ranges, final_T, last, status, seg_state, seg_last) = ctx.saved_tensors
     near, far, eps2d, segment_min = ctx.cfg
@@ -210,11 +228,12 @@ def _backward(ctx, g_feat, g_range, g_alpha, *_unused):
         g_range = means.new_zeros((C, R, W, 1))
     if g_alpha is None:
         g_alpha = means.new_zeros((C, R, W, 1))
-    gm, gq, gs, go, gf = ops.rasterize_lidar_bwd(
+    gm, gq, gs, go, gf, grec = ops.rasterize_lidar_bwd(
         g_feat, g_range, g_alpha, means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order,
         row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,
         segment_min)
-    return gm, gq, gs, go, gf, None, None, None, None, None, None, None, None, None, None, None
+    return gm, gq, gs, go, gf, None, None, None, None, None, None, None, None, None, None, None, grec
 
 
 _FORWARD = AutogradOp("rasterize_lidar_fwd", _backward, _setup_context)
+_WITH_MEANS2D = means2d_grad_function(_FORWARD, _setup_context, _backward_with_records)

@@ -1,0 +1,89 @@
+"""SPEC section 8, per-Gaussian outputs for densification, shared by the
+camera and lidar rasterizers: the ``Meta`` tuple (means2d, radii, depths)
+computed from a forward's records on the device without a host sync, and
+the autograd path that makes ``meta.means2d.grad`` the loss's gradient
+with respect to each projected mean (from the backward's per-item gradient
+records)."""
+import collections
+
+import torch
+
+Meta = collections.namedtuple("Meta", ["means2d", "radii", "depths"])
+Meta.__doc__ = """Per sensor and Gaussian (SPEC section 8): ``means2d [C, N, 2]``
+(the projected means: pixels for a camera, (azimuth, elevation) radians for
+a lidar; with ``means2d_grad=True`` a leaf whose ``.grad`` after
+``backward()`` is the loss's gradient with respect to them), ``radii
+[C, N, 2]`` int32 (half-extents of the binning's bounding box of the
+opacity-aware ellipse, in pixels or in lidar cells; 0 for a Gaussian the
+binning dropped), ``depths [C, N]`` (camera z, lidar range)."""
+
+
+def meta_of(records, counts, cell=(1.0, 1.0), means2d=None):
+    """Meta from a forward's records [C, N, 8] (u, v, conic A B C, opacity,
+    depth, threshold) and tile counts [C, N]; ``cell`` is a cell's size in
+    the records' units (1 pixel; the lidar's mean column and row spacing)
+    for the radii. ``means2d``, if given, is filled in place."""
+    rec = records.detach()
+    A, B, Cc, thr = rec[..., 2], rec[..., 3], rec[..., 4], rec[..., 7]
+    delta = A * Cc - B * B
+    ext = torch.sqrt((torch.stack((thr * Cc, thr * A), -1) / delta[..., None]).clamp_min(0))
+    if isinstance(cell, torch.Tensor):
+        ext = ext / cell
+    else:  # Python numbers: no host-to-device copy (that would synchronize)
+        ext = torch.stack((ext[..., 0] / float(cell[0]), ext[..., 1] / float(cell[1])), -1)
+    kept = (counts > 0)[..., None]
+    radii = torch.where(kept, torch.ceil(ext), torch.zeros_like(ext)).to(torch.int32)
+    if means2d is None:
+        means2d = rec[..., :2].clone()
+    else:
+        with torch.no_grad():
+            means2d.copy_(rec[..., :2])
+    return Meta(means2d, radii, rec[..., 6].clone())
+
+
+def means2d_grad_function(autograd_op, setup_context, backward_with_records):
+    """An autograd.Function running ``autograd_op``'s forward with one more
+    differentiable input first, ``means2d`` [C, N, 2] (its values are not
+    read): its gradient is the first two values of each item's gradient
+    record, which ``backward_with_records`` returns after the op's own
+    input gradients."""
+
+    def forward(ctx, means2d, *args):
+        if torch.compiler.is_compiling():
+            out = autograd_op.op(*args)
+        else:
+            with torch._C._AutoDispatchBelowAutograd():
+                out = autograd_op._entry(*args)
+        setup_context(ctx, args, out)
+        ctx.m2d_shape = means2d.shape
+        ctx.input_offset = 1  # the op's inputs follow means2d (ctx.needs_input_grad is shifted)
+        return out
+
+    def backward(ctx, *grads):
+        res = backward_with_records(ctx, *grads[:3])
+        g_m2d = res[-1].view(ctx.m2d_shape[0], ctx.m2d_shape[1], -1)[..., :2]
+        return (g_m2d,) + tuple(res[:-1])
+
+    name = f"{autograd_op.op.__name__}_with_means2d"
+    return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
+                                                   "backward": staticmethod(backward)})
+
+
+def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_grad, cell_of):
+    """The rasterizers' common tail: checks the flags, runs ``run(forward)``
+    (the binned forward) through ``with_m2d`` when the means2d gradient is
+    wanted, and returns the outputs, with their Meta if asked (``cell_of()``
+    gives the cell size for the radii)."""
+    from . import _checks
+
+    if means2d_grad and not return_meta:
+        _checks.fail(op, "`means2d_grad=True` needs `return_meta=True` (the gradient lands in meta.means2d.grad)")
+    m2d = None
+    if means2d_grad and torch.is_grad_enabled():
+        m2d = like.new_zeros((C, N, 2)).requires_grad_(True)
+        out = run(lambda *a: with_m2d.apply(m2d, *a))
+    else:
+        out = run(forward)
+    if return_meta:
+        return out[0], out[1], out[2], meta_of(out[3], out[4], cell_of(), m2d)
+    return out[0], out[1], out[2]

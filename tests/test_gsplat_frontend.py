@@ -1,0 +1,300 @@
+"""SPEC section 8 (per-Gaussian outputs for densification) on the camera
+rasterizer, and the gsplat drop-in front end (nurec_ops.gsplat): the meta
+values, the means2d gradient against the reference, gsplat's own
+DefaultStrategy densifying and pruning on our meta in a short training loop
+(CPU, gsplat from PyPI), actors' track ids following their Gaussians
+through split, clone and prune, and clear errors for what we do not do."""
+import math
+
+import pytest
+import torch
+
+import nurec_ops
+from nurec_ops.gsplat import rasterization
+from nurec_ops.reference import composite
+
+import importlib
+
+import test_rasterize_camera as tc
+from conftest import DEVICES, assert_close, gpu
+
+ref_camera = importlib.import_module("nurec_ops.reference.rasterize_camera")
+
+
+def _scene(N=120, C=2, W=32, H=24):
+    s = tc.random_scene(N=N, C=C, W=W, H=H, D=3)
+    return tc.to(s, "cpu", torch.float64)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_meta_values(device):
+    """means2d = the projected means, depths = camera z, radii > 0 exactly
+    for the Gaussians the binning keeps, covering their opacity-aware ellipse."""
+    s = tc.to(tc.random_scene(N=150, C=2, W=32, H=24), device, torch.float64, grad=False)
+    r, d, a, meta = tc.run(lambda *x, **k: nurec_ops.rasterize_camera(*x, **k, return_meta=True), s)
+    V, K = s["viewmats"], s["Ks"]
+    p = torch.einsum("cij,nj->cni", V[:, :3, :3], s["means"]) + V[:, None, :3, 3]
+    uv = torch.stack((K[:, 0, 0, None] * p[..., 0] / p[..., 2] + K[:, 0, 2, None],
+                      K[:, 1, 1, None] * p[..., 1] / p[..., 2] + K[:, 1, 2, None]), -1)
+    front = p[..., 2] > 0.01
+    assert_close(meta.means2d[front], uv[front], torch.float64)
+    assert_close(meta.depths, p[..., 2], torch.float64)
+    assert meta.radii.dtype == torch.int32 and meta.radii.shape == (2, 150, 2)
+    kept = (meta.radii > 0).all(-1)
+    assert kept.any() and not kept.all()
+    assert not kept[~front].any()
+    # every pixel a kept Gaussian reaches lies within its radii of its mean
+    out = torch.ops.nurec_ops.rasterize_camera_fwd(s["means"], s["quats"], s["scales"], s["opacities"],
+                                                   s["features"], V, K, None, 32, 24, 0.01, 1e10, -1, 0, 1, 0)
+    assert torch.equal(kept, out[4] > 0)
+
+
+def _means2d_grad_reference(s, cot):
+    """d loss / d (projected means) of the reference render, with the 2D
+    means as free variables (conics, depths and colours held)."""
+    C, N = s["viewmats"].shape[0], s["means"].shape[0]
+    W, H = s["width"], s["height"]
+    R, t = s["viewmats"][:, :3, :3], s["viewmats"][:, :3, 3]
+    z_all = (torch.einsum("cij,nj->cni", R, s["means"]) + t[:, None, :])[..., 2]
+    valid = (z_all > 0.01) & (z_all < 1e10)
+    with torch.no_grad():
+        uv, conic, z = ref_camera.project(s["means"], s["quats"], s["scales"], s["viewmats"], s["Ks"], valid, W, H)
+    uv = uv.clone().requires_grad_(True)
+    col = s["features"][None].expand(C, N, 3)
+    idx = torch.arange(N, dtype=torch.float64)[None].expand(C, N)
+    o, v2, uv_s, conic_s, z_s, col_s, idx_s = composite.sort_front_to_back(z, valid, s["opacities"].detach(), uv,
+                                                                           conic, z, col, idx)
+    px = torch.arange(W, dtype=torch.float64) + 0.5
+    py = torch.arange(H, dtype=torch.float64) + 0.5
+    dx = px[None, None, :, None] - uv_s[:, None, None, :, 0]
+    dy = py[None, :, None, None] - uv_s[:, None, None, :, 1]
+    w, T = composite.weights(dx, dy, conic_s, o, v2)
+    render = torch.einsum("chwn,cnd->chwd", w, col_s)
+    if s.get("backgrounds") is not None:
+        render = render + T * s["backgrounds"].detach()[:, None, None, :]
+    depth = torch.einsum("chwn,cn->chw", w, z_s)[..., None]
+    loss = (render * cot[0]).sum() + (depth * cot[1]).sum() + ((1 - T) * cot[2]).sum()
+    (g,) = torch.autograd.grad(loss, uv)
+    return g
+
+
+def test_means2d_grad_matches_reference():
+    s = _scene()
+    s["backgrounds"] = torch.rand(2, 3, dtype=torch.float64, requires_grad=True)
+    r, d, a, meta = tc.run(lambda *x, **k: nurec_ops.rasterize_camera(*x, **k, return_meta=True,
+                                                                      means2d_grad=True), s)
+    cot = [torch.randn_like(r), torch.randn_like(d) * 0.1, torch.randn_like(a)]
+    torch.autograd.backward([r, d, a], cot)
+    assert meta.means2d.grad is not None and meta.means2d.grad.shape == (2, 120, 2)
+    expect = _means2d_grad_reference(s, cot)
+    kept = (meta.radii > 0).all(-1)
+    assert_close(meta.means2d.grad[kept], expect[kept], torch.float64, factor=10)
+    assert (meta.means2d.grad[~kept] == 0).all()
+    # the other gradients are the op's usual ones
+    s2 = dict(s)
+    for k in tc.GRAD_KEYS + ("backgrounds",):
+        s2[k] = s[k].detach().clone().requires_grad_(True)
+    out = tc.run(nurec_ops.rasterize_camera, s2)
+    torch.autograd.backward(list(out), cot)
+    for k in tc.GRAD_KEYS + ("backgrounds",):
+        assert s[k].grad is not None and torch.allclose(s[k].grad, s2[k].grad), k
+
+
+def test_front_end_modes_and_meta():
+    s = _scene()
+    args = (s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["Ks"],
+            s["width"], s["height"])
+    r, d, a = tc.run(nurec_ops.rasterize_camera, s)
+    for mode, expect in (("RGB", r), ("D", d), ("ED", d / a.clamp(min=1e-10)), ("RGB+D", torch.cat((r, d), -1)),
+                         ("RGB+ED", torch.cat((r, d / a.clamp(min=1e-10)), -1))):
+        out, alpha, meta = rasterization(*args, packed=False, render_mode=mode)
+        assert_close(out, expect, torch.float64, msg=mode)
+        assert_close(alpha, a, torch.float64)
+    for key in ("means2d", "radii", "depths", "width", "height", "n_cameras", "gaussian_ids"):
+        assert key in meta
+    assert meta["n_cameras"] == 2 and meta["gaussian_ids"] is None and meta["width"] == s["width"]
+
+
+@pytest.mark.parametrize("kw,name", [({}, "packed"), (dict(packed=False, absgrad=True), "absgrad"),
+                                     (dict(packed=False, eps2d=0.1), "eps2d"),
+                                     (dict(packed=False, rasterize_mode="antialiased"), "rasterize_mode"),
+                                     (dict(packed=False, camera_model="fisheye"), "camera_model"),
+                                     (dict(packed=False, radius_clip=1.0), "radius_clip"),
+                                     (dict(packed=False, distributed=True), "distributed")])
+def test_front_end_refuses_what_it_does_not_do(kw, name):
+    s = _scene(N=10)
+    with pytest.raises(NotImplementedError, match=f"`{name}="):
+        rasterization(s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["Ks"],
+                      s["width"], s["height"], **kw)
+
+
+# --------------------------------------- gsplat's DefaultStrategy on our meta
+
+def _actor_scene(g, n_per=60, tracks=3):
+    """Gaussians in disjoint boxes, one per track id (-1: the background box
+    and tracks 0..tracks-1), 3 m apart: a Gaussian's id must match its box."""
+    means, ids = [], []
+    for k in range(-1, tracks):
+        c = torch.tensor([3.0 * k, 0.0, 0.0], dtype=torch.float64)
+        means.append(c + (torch.rand(n_per, 3, generator=g, dtype=torch.float64) - 0.5) * 0.8)
+        ids.append(torch.full((n_per,), k, dtype=torch.int64))
+    return torch.cat(means), torch.cat(ids)
+
+
+def _box_of(means):
+    return torch.round(means[:, 0] / 3.0).long()
+
+
+def test_default_strategy_densifies_on_our_meta():
+    """gsplat's DefaultStrategy (pure Python, CPU) runs its pre/post backward
+    steps on nurec_ops.gsplat's meta in a training loop: Gaussians are split
+    or cloned and pruned as it decides, its state keeps one entry per
+    Gaussian, and actors' track ids (a non-trainable parameter, as a
+    NuRec-style model keeps them) follow their Gaussians: every Gaussian's
+    id still names the box it lies in."""
+    strategy_mod = pytest.importorskip("gsplat.strategy")
+    g = torch.Generator().manual_seed(0)
+    means, ids = _actor_scene(g)
+    N = means.shape[0]
+    torch.manual_seed(0)
+    params = torch.nn.ParameterDict({
+        "means": torch.nn.Parameter(means.float()),
+        "scales": torch.nn.Parameter(torch.full((N, 3), math.log(0.08))),
+        "quats": torch.nn.Parameter(torch.randn(N, 4)),
+        "opacities": torch.nn.Parameter(torch.logit(torch.rand(N) * 0.5 + 0.3)),
+        "colors": torch.nn.Parameter(torch.rand(N, 3)),
+        "track_ids": torch.nn.Parameter(ids, requires_grad=False),
+        "faint": torch.nn.Parameter(torch.arange(N) % 6 == 0, requires_grad=False),  # to be pruned
+    })
+    with torch.no_grad():
+        params["opacities"][params["faint"]] = math.log(0.01 / 0.99)  # below prune_opa
+    optimizers = {k: torch.optim.Adam([params[k]], lr=1e-2) for k in ("means", "scales", "quats", "opacities",
+                                                                       "colors")}
+    strategy = strategy_mod.DefaultStrategy(refine_start_iter=2, refine_stop_iter=10, refine_every=3,
+                                            reset_every=1000, grow_grad2d=1e-6, prune_opa=0.05, verbose=False)
+    strategy.check_sanity(params, optimizers)
+    state = strategy.initialize_state()
+    V, K = tc.cameras(2, 48, 32, f=40.0, dist=9.0)
+    V, K = V.float(), K.float()
+    target = torch.rand(2, 32, 48, 3)
+    counts = [N]
+    for step in range(30):
+        out, alpha, info = rasterization(params["means"], params["quats"], torch.exp(params["scales"]),
+                                         torch.sigmoid(params["opacities"]), params["colors"], V, K, 48, 32,
+                                         packed=False)
+        loss = (out - target).abs().mean()
+        strategy.step_pre_backward(params, optimizers, state, step, info)
+        loss.backward()
+        strategy.step_post_backward(params, optimizers, state, step, info, packed=False)
+        for opt in optimizers.values():
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        n = params["means"].shape[0]
+        counts.append(n)
+        assert all(v.shape[0] == n for v in params.values())
+        for v in state.values():
+            if isinstance(v, torch.Tensor):
+                assert v.shape[0] == n
+        assert torch.equal(params["track_ids"].data, _box_of(params["means"].data)), f"ids desynchronised at {step}"
+    assert max(counts) > N, counts  # it grew (split / clone)
+    assert not params["faint"].any() and N // 6 > 0  # and pruned the faint ones
+
+
+# ------------------------------------------------------------ the lidar's meta
+
+import test_rasterize_lidar as tl  # noqa: E402
+from nurec_ops.rasterize_lidar import default_eps2d  # noqa: E402
+
+ref_lidar = importlib.import_module("nurec_ops.reference.rasterize_lidar")
+
+
+def test_lidar_meta_and_means2d_grad():
+    """The lidar's meta: means2d = (azimuth, elevation) of the means, depths =
+    ranges, radii > 0 exactly for the kept Gaussians; means2d.grad against the
+    reference with the 2D means as free variables (conics, ranges and
+    features held), azimuth differences wrapped as the op wraps them."""
+    s = tl.to(tl.random_scene(N=120, C=2, D=2), "cpu", torch.float64)
+    out = tl.run(lambda *a, **k: nurec_ops.rasterize_lidar(*a, **k, return_meta=True, means2d_grad=True), s)
+    f, rng, a, meta = out
+    cot = [torch.randn_like(f), torch.randn_like(rng) * 0.1, torch.randn_like(a)]
+    torch.autograd.backward([f, rng, a], cot)
+    eps2d = default_eps2d(s["column_azimuths"].shape[0])
+    with torch.no_grad():
+        ae, conic, r, valid = ref_lidar.project(s["means"], s["quats"], s["scales"], s["viewmats"], eps2d, 0.5, 200.0)
+    kept = (meta.radii > 0).all(-1)
+    assert kept.any() and not kept[~valid].any()
+    assert_close(meta.means2d[valid], ae[valid], torch.float64)
+    assert_close(meta.depths[valid], r[valid], torch.float64)
+    ae = ae.clone().requires_grad_(True)
+    C, N = ae.shape[:2]
+    col = s["features"].detach()[None].expand(C, N, 2)
+    o, v2, ae_s, conic_s, r_s, col_s = composite.sort_front_to_back(r, valid, s["opacities"].detach(), ae, conic, r,
+                                                                    col)
+    R, W = s["row_elevations"].shape[0], s["column_azimuths"].shape[0]
+    ray_az = s["column_azimuths"][None, :] + s["row_azimuth_offsets"][:, None]
+    ray_el = s["row_elevations"][:, None].expand(R, W)
+    dx = ref_lidar.wrap(ray_az[None, :, :, None] - ae_s[:, None, None, :, 0])
+    dy = ray_el[None, :, :, None] - ae_s[:, None, None, :, 1]
+    w, T = composite.weights(dx, dy, conic_s, o, v2)
+    loss = ((torch.einsum("crwn,cnd->crwd", w, col_s) * cot[0]).sum()
+            + (torch.einsum("crwn,cn->crw", w, r_s)[..., None] * cot[1]).sum() + ((1 - T) * cot[2]).sum())
+    (expect,) = torch.autograd.grad(loss, ae)
+    assert_close(meta.means2d.grad[kept], expect[kept], torch.float64, factor=10)
+
+
+@gpu
+@pytest.mark.parametrize("sensor", ["camera", "lidar"])
+def test_cuda_meta_matches_cpu(sensor):
+    """Meta and the means2d gradient on CUDA (with lists cut into parts where
+    they are long) equal the CPU's, for both rasterizers, with no host sync."""
+    mod = tc if sensor == "camera" else tl
+    fn = nurec_ops.rasterize_camera if sensor == "camera" else nurec_ops.rasterize_lidar
+    scene = tc.random_scene(N=400, C=2, W=64, H=48) if sensor == "camera" else tl.random_scene(N=300, C=2, D=2)
+    res = []
+    for dev in ("cpu", "cuda"):
+        # copies: on the CPU, .to() would return the scene's own tensors and make them the leaves
+        s = mod.to({k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in scene.items()}, dev,
+                   torch.float64)
+        if dev == "cuda":
+            mod.run(fn, s)  # the first call of a configuration sizes its binning (one sync)
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+        try:
+            out = mod.run(lambda *a, **k: fn(*a, **k, return_meta=True, means2d_grad=True), s)
+            cot = [torch.ones_like(o) for o in out[:3]]
+            torch.autograd.backward(list(out[:3]), cot)
+        finally:
+            if dev == "cuda":
+                torch.cuda.set_sync_debug_mode(0)
+        m = out[3]
+        res.append([m.means2d.detach(), m.radii, m.depths, m.means2d.grad])
+    for name, a, b in zip(("means2d", "radii", "depths", "means2d.grad"), *res):
+        if name == "radii":
+            assert torch.equal(a, b.cpu()), name
+        else:
+            assert_close(b, a, torch.float64, factor=10, msg=name)
+
+
+@gpu
+def test_cuda_front_end_with_default_strategy():
+    """The drop-in on CUDA: gsplat's DefaultStrategy reads our meta there too."""
+    strategy_mod = pytest.importorskip("gsplat.strategy")
+    s = tc.to(tc.random_scene(N=300, C=2, W=64, H=48), "cuda", torch.float32, grad=False)
+    N = 300
+    params = torch.nn.ParameterDict({
+        "means": torch.nn.Parameter(s["means"]), "scales": torch.nn.Parameter(torch.log(s["scales"])),
+        "quats": torch.nn.Parameter(s["quats"]), "opacities": torch.nn.Parameter(torch.logit(s["opacities"] * 0.9 + 0.05)),
+        "colors": torch.nn.Parameter(s["features"])})
+    optimizers = {k: torch.optim.Adam([v], lr=1e-3) for k, v in params.items()}
+    strategy = strategy_mod.DefaultStrategy(refine_start_iter=1, refine_stop_iter=10, refine_every=2, grow_grad2d=1e-7,
+                                            verbose=False)
+    state = strategy.initialize_state()
+    for step in range(5):
+        out, alpha, info = rasterization(params["means"], params["quats"], torch.exp(params["scales"]),
+                                         torch.sigmoid(params["opacities"]), params["colors"], s["viewmats"],
+                                         s["Ks"], 64, 48, packed=False)
+        strategy.step_pre_backward(params, optimizers, state, step, info)
+        out.mean().backward()
+        strategy.step_post_backward(params, optimizers, state, step, info, packed=False)
+        assert info["means2d"].grad is not None and torch.isfinite(info["means2d"].grad).all()
+    assert params["means"].shape[0] > N
