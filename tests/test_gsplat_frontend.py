@@ -298,3 +298,17 @@ def test_cuda_front_end_with_default_strategy():
         strategy.step_post_backward(params, optimizers, state, step, info, packed=False)
         assert info["means2d"].grad is not None and torch.isfinite(info["means2d"].grad).all()
     assert params["means"].shape[0] > N
+
+
+def test_gsplat_trainer_swap_example_trains():
+    """examples/gsplat_trainer_swap.py (CPU: the nurec_ops run): gsplat's
+    DefaultStrategy densifies and the images get closer to the targets."""
+    pytest.importorskip("gsplat.strategy")
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    import gsplat_trainer_swap
+    r = gsplat_trainer_swap.main(["--steps", "100", "--n", "200", "--width", "40", "--height", "30", "--cameras",
+                                  "4", "--device", "cpu"])["nurec_ops"]
+    assert r["psnr"] > r["psnr_start"] + 1.0, r
+    assert r["gaussians"] != 300, r
