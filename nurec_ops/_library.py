@@ -4,6 +4,7 @@ The library has no Python C API in it (PyTorch stable ABI only), so it is
 loaded with torch.ops.load_library rather than imported; its operators then
 live under torch.ops.nurec_ops.
 """
+import collections
 import glob
 import os
 
@@ -83,3 +84,14 @@ class AutogradOp:
             return self._function.apply(*args)
         with _BelowAutograd():
             return self._entry(*args)
+
+
+def named_outputs(op_name, count, rename=None, extra=()):
+    """A namedtuple type for the first `count` outputs of op `op_name`, its
+    fields named as the op's schema names them (``rename`` maps a schema
+    name to the public one), plus ``extra`` fields: the rasterizers return
+    these (positional order unchanged)."""
+    rename = rename or {}
+    returns = getattr(ops, op_name).default._schema.returns[:count]
+    fields = [rename.get(r.name, r.name) for r in returns] + list(extra)
+    return collections.namedtuple(op_name.replace("_fwd", "") + "_outputs" + ("_meta" if extra else ""), fields)

@@ -69,11 +69,12 @@ def means2d_grad_function(autograd_op, setup_context, backward_with_records):
                                                    "backward": staticmethod(backward)})
 
 
-def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_grad, cell_of):
+def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_grad, cell_of, outputs):
     """The rasterizers' common tail: checks the flags, runs ``run(forward)``
     (the binned forward) through ``with_m2d`` when the means2d gradient is
-    wanted, and returns the outputs, with their Meta if asked (``cell_of()``
-    gives the cell size for the radii)."""
+    wanted, and returns the outputs as ``outputs[0]`` (named tuple), or with
+    their Meta as ``outputs[1]`` if asked (``cell_of()`` gives the cell size
+    for the radii)."""
     from . import _checks
 
     if means2d_grad and not return_meta:
@@ -85,5 +86,5 @@ def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_g
     else:
         out = run(forward)
     if return_meta:
-        return out[0], out[1], out[2], meta_of(out[3], out[4], cell_of(), m2d)
-    return out[0], out[1], out[2]
+        return outputs[1](out[0], out[1], out[2], meta_of(out[3], out[4], cell_of(), m2d))
+    return outputs[0](out[0], out[1], out[2])

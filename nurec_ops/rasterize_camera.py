@@ -6,7 +6,7 @@ import torch
 
 from . import _binning
 from . import _checks as Ck
-from ._library import AutogradOp, ops
+from ._library import AutogradOp, named_outputs, ops
 from ._meta import Meta, means2d_grad_function, run_with_meta  # noqa: F401  (Meta: the return_meta type)
 from .nvtx import ranged
 
@@ -78,7 +78,8 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
             gsplat's DefaultStrategy).
 
     Returns:
-        ``(render [C, H, W, D], depth [C, H, W, 1], alpha [C, H, W, 1])``:
+        a named tuple ``(render [C, H, W, D], depth [C, H, W, 1], alpha
+        [C, H, W, 1])`` (and ``meta`` with return_meta):
         ``render = sum w f + T background``, ``depth = sum w z`` (expected
         camera z, not normalized), ``alpha = 1 - T``. Differentiable with
         respect to means, quats, scales, opacities, features (or SH
@@ -113,7 +114,7 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
         return _binning.run_binned(_OP, forward, args, means.device, (C, width, height), C * N, binning, capacity,
                                    on_overflow, report=10)
     return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad,
-                         lambda: (1.0, 1.0))
+                         lambda: (1.0, 1.0), _OUTPUTS)
 
 
 def check_overflow():
@@ -244,3 +245,5 @@ _FORWARD = AutogradOp("rasterize_camera_fwd", _backward, _setup_context)
 
 
 _WITH_MEANS2D = means2d_grad_function(_FORWARD, _setup_context, _backward_with_records)
+# (render, depth, alpha) and (render, depth, alpha, meta), named as the op's schema names them
+_OUTPUTS = (named_outputs("rasterize_camera_fwd", 3), named_outputs("rasterize_camera_fwd", 3, extra=("meta",)))

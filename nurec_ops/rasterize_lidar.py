@@ -9,7 +9,7 @@ import torch
 from . import _binning
 from . import _checks as Ck
 from ._lidar_table import canonical_columns
-from ._library import AutogradOp, ops
+from ._library import AutogradOp, named_outputs, ops
 from ._meta import means2d_grad_function, run_with_meta
 from .nvtx import ranged
 
@@ -75,7 +75,8 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
             spacing), ``depths`` the ranges of the means.
 
     Returns:
-        ``(features [C, R, W, D], range [C, R, W, 1], alpha [C, R, W, 1])``:
+        a named tuple ``(features [C, R, W, D], range [C, R, W, 1], alpha
+        [C, R, W, 1])`` (and ``meta`` with return_meta):
         ``features = sum w f``, ``range = sum w r`` (expected range of the
         means, not normalized by alpha), ``alpha = 1 - T``. Differentiable
         with respect to means, quats, scales, opacities and features.
@@ -120,7 +121,7 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
         row = ((row_elevations.max() - row_elevations.min()) / max(R - 1, 1) if R > 1
                else row_elevations.new_tensor(1.0))
         return torch.stack((col, row)).clamp_min(1e-12)
-    return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad, cell)
+    return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad, cell, _OUTPUTS)
 
 
 def check_overflow():
@@ -237,3 +238,7 @@ def _backward_with_records(ctx, g_feat, g_range, g_alpha):
 
 _FORWARD = AutogradOp("rasterize_lidar_fwd", _backward, _setup_context)
 _WITH_MEANS2D = means2d_grad_function(_FORWARD, _setup_context, _backward_with_records)
+# (features, range, alpha) and (..., meta), named as the op's schema names them
+_RENAME = {"features_out": "features"}
+_OUTPUTS = (named_outputs("rasterize_lidar_fwd", 3, _RENAME),
+            named_outputs("rasterize_lidar_fwd", 3, _RENAME, extra=("meta",)))

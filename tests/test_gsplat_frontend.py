@@ -312,3 +312,18 @@ def test_gsplat_trainer_swap_example_trains():
                                   "4", "--device", "cpu"])["nurec_ops"]
     assert r["psnr"] > r["psnr_start"] + 1.0, r
     assert r["gaussians"] != 300, r
+
+
+def test_rasterizers_return_named_outputs():
+    """The rasterizers' outputs are named as their op schemas name them, in
+    the same positional order (render, depth, alpha / features, range,
+    alpha), with meta last when asked for."""
+    s = _scene(N=30)
+    out = tc.run(nurec_ops.rasterize_camera, s)
+    assert out._fields == ("render", "depth", "alpha")
+    assert out.render is out[0] and out.depth is out[1] and out.alpha is out[2]
+    out = tc.run(lambda *a, **k: nurec_ops.rasterize_camera(*a, **k, return_meta=True), s)
+    assert out._fields == ("render", "depth", "alpha", "meta") and out.meta.radii.dtype == torch.int32
+    sl = tl.to(tl.random_scene(N=30, C=1), "cpu", torch.float64, grad=False)
+    out = tl.run(nurec_ops.rasterize_lidar, sl)
+    assert out._fields == ("features", "range", "alpha") and out.features is out[0]
