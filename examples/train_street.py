@@ -27,8 +27,9 @@ the references back when the ``with`` block ends.
 Prints the median step time, host syncs per step (counted under
 ``torch.cuda.set_sync_debug_mode``; 0 on the CPU by nature), camera PSNR,
 lidar range error and actor pose error before and after training; writes to
-``--out``: camera_*.png and lidar_*.png (ground truth / start / trained),
-loss.png (loss curves), losses.csv, metrics.json, params*.pt, and with
+``--out``: camera_*.png and lidar_*.png (labelled panels, Pillow: ground
+truth | start | trained | error), loss.png (matplotlib), losses.csv,
+metrics.json, params*.pt, and with
 ``--profile`` trace.json. ``--diagnose`` runs the last steps under
 ``nurec_ops.diagnose`` instead: its report (syncs by source line, kernels per
 step, GPU busy fraction, idle gaps, top kernels) is printed, its trace written
@@ -52,7 +53,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nurec_ops  # noqa: E402
 from nurec_ops.nvtx import nvtx_range  # noqa: E402
 
-import png  # noqa: E402
+import figures  # noqa: E402
 import street_scene  # noqa: E402
 
 # ---- the ops the existing loop was written against: nurec_ops.reference
@@ -206,7 +207,7 @@ def evaluate(P, D, frames):
 
 def _lidar_image(rng, alpha, hi):
     r = rng[..., 0] / alpha[..., 0].clamp_min(1e-6)
-    img = png.colormap(r, 0.0, hi, invalid=alpha[..., 0] < 0.5)
+    img = figures.colormap(r, 0.0, hi, invalid=alpha[..., 0] < 0.5)
     R, W = img.shape[:2]
     sy = max(1, min(8, 400 // max(R, 1)))
     sx = max(1, min(4, 1600 // max(W, 1)))
@@ -214,17 +215,23 @@ def _lidar_image(rng, alpha, hi):
 
 
 def write_pngs(out, D, frames, start, final):
+    """Labelled panels per frame (Pillow): ground truth | start | trained |
+    error (|trained - truth|, x4) for the camera; ground truth | start |
+    trained for the lidar's range (colour-mapped)."""
     up = max(1, min(6, 480 // D.width))
     for k, f in enumerate(frames):
-        rows = [D.images[f].cpu(), start[2][k], final[2][k]]
-        png.write_png(os.path.join(out, f"camera_{f:03d}.png"), png.stack_rows([png.upscale(r, up) for r in rows]))
+        gt = D.images[f].cpu()
+        figures.save_panels(os.path.join(out, f"camera_{f:03d}.png"),
+                            [("ground truth", gt), ("start", start[2][k]), ("trained", final[2][k]),
+                             ("error x4", ((final[2][k] - gt).abs() * 4).clamp(0, 1))], scale=up)
         if D.lidar:
             hit = D.lidar_alpha[f] > 0.5
             r_gt = (D.ranges[f] / D.lidar_alpha[f].clamp_min(1e-6))[hit]
             hi = float(r_gt.max()) if r_gt.numel() else 50.0
             rows = [(D.ranges[f].cpu(), D.lidar_alpha[f].cpu()), start[3][k], final[3][k]]
-            png.write_png(os.path.join(out, f"lidar_{f:03d}.png"),
-                          png.stack_rows([_lidar_image(r, a, hi) for r, a in rows]))
+            figures.save_panels(os.path.join(out, f"lidar_{f:03d}.png"),
+                                [(name, _lidar_image(r, a, hi)) for name, (r, a) in
+                                 zip(("ground truth", "start", "trained"), rows)])
 
 
 # ---------------------------------------------------------------- timing
@@ -291,27 +298,6 @@ def count_syncs(device, box):
     for w in caught:  # pass other warnings on (e.g. a binning overflow), not the notice
         if not is_sync(w) and not str(w.message).startswith(SYNC_MODE_NOTICE):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-
-
-class Progress:
-    def __init__(self, total, enabled):
-        self.total, self.enabled, self.t0, self.last = total, enabled, time.perf_counter(), 0.0
-
-    def update(self, n, force=False):
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if not force and now - self.last < 0.2 and n < self.total:
-            return
-        self.last = now
-        el = now - self.t0
-        frac = n / max(self.total, 1)
-        bar = "#" * int(30 * frac) + "." * (30 - int(30 * frac))
-        eta = el / max(n, 1) * (self.total - n)
-        sys.stderr.write(f"\r  [{bar}] {n}/{self.total} steps  {el:6.1f} s  eta {eta:5.1f} s ")
-        if n >= self.total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 def _graph_capacity(op, fallback):
@@ -444,7 +430,7 @@ def main(argv=None):
         n_prof = min(5, steps) if (args.profile or args.diagnose) else 0
         prof = diagnosis = None
         timer = StepTimer(device)
-        bar = Progress(steps, main_rank and not args.quiet)
+        bar = figures.progress(steps, main_rank and not args.quiet)
         syncs = [0]
         done = 0
         graph = None
@@ -553,7 +539,7 @@ def main(argv=None):
         curves = [("total", losses[:, 0].tolist(), (0.0, 0.0, 0.0)), ("camera", losses[:, 1].tolist(), (0.1, 0.35, 0.85))]
         if D.lidar:
             curves.append(("lidar", losses[:, 2].tolist(), (0.85, 0.3, 0.1)))
-        png.plot_curves(os.path.join(args.out, "loss.png"), curves)
+        figures.plot_losses(os.path.join(args.out, "loss.png"), curves)
         if final is not None:
             write_pngs(args.out, D, eval_frames, _pick(start, eval_frames), _pick(final, eval_frames))
         with open(os.path.join(args.out, "metrics.json"), "w") as f:
