@@ -40,7 +40,8 @@ def _segments_for(device, dtype, C, H, W, D):
 @ranged("nurec_ops.rasterize_camera")
 def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
                      near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, binning="auto",
-                     capacity=None, on_overflow="warn", return_meta=False, means2d_grad=False):
+                     capacity=None, on_overflow="warn", return_meta=False, means2d_grad=False,
+                     camera_model="pinhole", **model_args):
     """3D Gaussian splatting of world-space Gaussians into pinhole cameras.
 
     Args:
@@ -76,6 +77,10 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
             ``.grad`` after ``backward()`` holds the loss's gradient with
             respect to each projected mean (what densification reads, e.g.
             gsplat's DefaultStrategy).
+        camera_model: "pinhole" (SPEC section 3). The other models of SPEC
+            section 6 ("opencv", "fisheye", "ftheta") are in the reference
+            twin (nurec_ops.reference.rasterize_camera) and
+            nurec_ops.sensors so far; the fused op raises for them.
 
     Returns:
         a named tuple ``(render [C, H, W, D], depth [C, H, W, 1], alpha
@@ -101,6 +106,12 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     quaternion is the identity with zero gradient; gradients do not flow
     into viewmats, Ks, near or far.
     """
+    if camera_model != "pinhole" or model_args:
+        raise NotImplementedError(
+            f"nurec_ops.rasterize_camera: `camera_model={camera_model!r}`"
+            + (f" (and {sorted(model_args)})" if model_args else "")
+            + " is not in the fused op yet (only 'pinhole'); nurec_ops.reference.rasterize_camera renders the "
+              "SPEC 6 models")
     sh = -1 if sh_degree is None else int(sh_degree)
     if sh < 0 and features.dim() == 3:
         Ck.fail(_OP, "`features` is [N, K, 3] (SH coefficients) but `sh_degree` is None; pass sh_degree")

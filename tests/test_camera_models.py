@@ -181,3 +181,93 @@ def test_ftheta_backward_reference_inverts():
     delta = torch.sqrt(u0 * u0 + v0 * v0)
     back = sum(p["pixel_to_angle"][i] * delta ** i for i in range(6))
     torch.testing.assert_close(back, theta, rtol=0, atol=1e-9)
+
+
+# ------------------------------------------- the reference rasterizer's models
+
+import test_rasterize_camera as tc  # noqa: E402
+from nurec_ops import reference as ref  # noqa: E402
+
+
+def _scene(C=2, N=60, W=24, H=18):
+    return tc.to(tc.random_scene(N=N, C=C, W=W, H=H), "cpu", torch.float64, grad=False)
+
+
+def _run_model(s, model, **kw):
+    return tc.run(lambda *a, **k: ref.rasterize_camera(*a, **k, camera_model=model, **kw), s)
+
+
+def test_reference_opencv_without_distortion_is_pinhole():
+    s = _scene()
+    z = lambda k: torch.zeros(2, k, dtype=torch.float64)  # noqa: E731
+    for a, b in zip(tc.run(ref.rasterize_camera, s), _run_model(s, "opencv", radial=z(6), tangential=z(2),
+                                                                 thin_prism=z(4))):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+def test_reference_ftheta_linear_is_equidistant_fisheye():
+    """FTheta with delta = f theta and no linear term is the equidistant
+    fisheye with k = 0 (FTheta's principal point is a pixel centre: half a
+    pixel less)."""
+    s = _scene()
+    K = s["Ks"]
+    f = K[:, 0, 0]
+    s["Ks"] = K.clone()
+    s["Ks"][:, 1, 1] = f
+    wide = torch.full((2,), 1.4, dtype=torch.float64)
+    a = _run_model(s, "fisheye", radial=torch.zeros(2, 4, dtype=torch.float64), max_angle=wide)
+    c = torch.zeros(2, 6, dtype=torch.float64)
+    c[:, 1] = f
+    b = _run_model(s, "ftheta", principal_point=K[:, :2, 2] - 0.5, angle_to_pixel=c,
+                   linear_cde=torch.tensor([[1.0, 0.0, 0.0]] * 2, dtype=torch.float64), max_angle=wide)
+    for x, y in zip(a, b):
+        torch.testing.assert_close(x, y, rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("model", ["opencv", "fisheye", "ftheta"])
+def test_reference_models_gradcheck(model):
+    """Gradients of the reference render through each model, the model's
+    Jacobian included (float64; a few Gaussians, small image)."""
+    s = tc.to(tc.random_scene(N=6, C=1, W=10, H=8), "cpu", torch.float64)
+    K = s["Ks"]
+    kw = {"opencv": dict(radial=torch.tensor([[0.05, -0.02, 0.0, 0.0, 0.0, 0.0]], dtype=torch.float64),
+                         tangential=torch.tensor([[1e-3, -1e-3]], dtype=torch.float64),
+                         thin_prism=torch.zeros(1, 4, dtype=torch.float64)),
+          "fisheye": dict(radial=torch.tensor([[0.02, 0.01, 0.0, 0.0]], dtype=torch.float64),
+                          max_angle=torch.tensor([1.3], dtype=torch.float64)),
+          "ftheta": dict(principal_point=K[:, :2, 2] - 0.5,
+                         angle_to_pixel=torch.tensor([[0.0, float(K[0, 0, 0]), -1.0, 0.5, 0.0, 0.0]], dtype=torch.float64),
+                         linear_cde=torch.tensor([[1.0, 1e-3, 2e-3]], dtype=torch.float64),
+                         max_angle=torch.tensor([1.3], dtype=torch.float64))}[model]
+    keys = ("means", "scales")
+
+    def f(*xs):
+        return _run_model(dict(s, **dict(zip(keys, xs))), model, **kw)
+
+    assert torch.autograd.gradcheck(f, [s[k] for k in keys], eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
+def test_reference_renders_through_the_real_ftheta_rig():
+    """The six real FTheta cameras, resized to 1/40 (96 x 54), see Gaussians
+    spread around the rig: finite images, each camera sees some."""
+    rig = sensors.load_camera_rig(shared_data.require(shared_data.FTHETA), scale=1 / 40, dtype=torch.float64)
+    g = torch.Generator().manual_seed(0)
+    N = 300
+    ang = torch.rand(N, generator=g, dtype=torch.float64) * 2 * math.pi
+    r = 4 + 10 * torch.rand(N, generator=g, dtype=torch.float64)
+    means = torch.stack((r * ang.cos(), r * ang.sin(), 1.5 * torch.rand(N, generator=g, dtype=torch.float64)), -1)
+    V = torch.linalg.inv(rig.T_sensor_rig)  # rig -> camera (the rig frame is the world here)
+    out = ref.rasterize_camera(means, torch.randn(N, 4, generator=g, dtype=torch.float64),
+                               torch.full((N, 3), 0.4, dtype=torch.float64),
+                               torch.full((N,), 0.8, dtype=torch.float64), torch.rand(N, 3, dtype=torch.float64),
+                               V, torch.eye(3, dtype=torch.float64).expand(6, 3, 3), rig.width, rig.height,
+                               camera_model="ftheta", **rig.params)
+    assert all(torch.isfinite(o).all() for o in out)
+    assert (out[2].flatten(1).amax(1) > 0.5).all()  # every camera sees Gaussians
+
+
+def test_fused_op_refuses_models_it_does_not_have_yet():
+    import nurec_ops
+    s = _scene(N=10)
+    with pytest.raises(NotImplementedError, match="`camera_model='ftheta'`"):
+        tc.run(lambda *a, **k: nurec_ops.rasterize_camera(*a, **k, camera_model="ftheta"), s)

@@ -219,6 +219,12 @@ def test_every_reference_op_has_the_fused_signature():
         ref, fused = getattr(reference, name, None), getattr(nurec_ops, name, None)
         if ref is None or fused is None:
             continue
-        rp = list(inspect.signature(ref).parameters.values())
-        fp = [p for p in inspect.signature(fused).parameters.values() if p.kind != p.KEYWORD_ONLY]
+        kw = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.VAR_KEYWORD)
+        rp = [p for p in inspect.signature(ref).parameters.values() if p.kind not in kw]
+        fp = [p for p in inspect.signature(fused).parameters.values() if p.kind not in kw]
         assert [(p.name, p.default) for p in rp] == [(p.name, p.default) for p in fp], name
+        # and every keyword the reference takes, the fused op takes too (with the same default)
+        fkw = inspect.signature(fused).parameters
+        for p in inspect.signature(ref).parameters.values():
+            if p.kind in kw:
+                assert p.name in fkw and fkw[p.name].kind == p.kind and fkw[p.name].default == p.default, (name, p)

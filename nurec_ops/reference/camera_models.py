@@ -53,9 +53,9 @@ def opencv_max_radius(radial, r_max=10.0, steps=20000):
         (1 + k[..., 3] * r2 + k[..., 4] * r2 ** 2 + k[..., 5] * r2 ** 3)
     m = r * d
     dec = torch.diff(m, dim=-1) <= 0
-    first = torch.where(dec.any(-1), dec.float().argmax(-1), torch.full(dec.shape[:-1], steps - 1,
-                                                                         device=dec.device))
-    return r[first]
+    first = torch.where(dec.any(-1), dec.float().argmax(-1), torch.full_like(dec[..., 0], steps - 1,
+                                                                              dtype=torch.int64))
+    return first.to(radial.dtype) * (r_max / (steps - 1))  # r[first], without indexing (vmap)
 
 
 def project(model, p, params):

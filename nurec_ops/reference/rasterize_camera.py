@@ -4,7 +4,7 @@ and composited by the SPEC rules; autograd gives the gradients. Memory is
 O(C * H * W * N): the parity oracle for small scenes, not a renderer."""
 import torch
 
-from . import composite, quat
+from . import camera_models, composite, quat
 
 EPS2D = 0.3
 
@@ -77,16 +77,85 @@ def project(means, quats, scales, viewmats, Ks, valid, width, height):
     return uv, conic, z
 
 
+_MODEL_ARGS = {"pinhole": ("Ks",), "opencv": ("Ks", "radial", "tangential", "thin_prism"),
+               "fisheye": ("Ks", "radial", "max_angle"),
+               "ftheta": ("principal_point", "angle_to_pixel", "linear_cde", "max_angle")}
+
+
+def project_model(model, means, quats, scales, viewmats, cam, near, far, width, height):
+    """EWA projection through camera model ``model`` (SPEC section 6): the
+    mean exactly through the model, the covariance through the model's
+    Jacobian at the mean (by autograd, so gradients flow through it), plus
+    eps2d. ``cam``: the model's per-camera arguments ([C, k] tensors).
+    Returns (u, v) [C,N,2], conic [C,N,3], camera z [C,N], valid [C,N]."""
+    R = viewmats[:, :3, :3]
+    t = viewmats[:, :3, 3]
+    p = torch.einsum("cij,nj->cni", R, means) + t[:, None, :]  # [C,N,3]
+    ref_poly = int(cam["reference_poly"].reshape(-1)[0]) if "reference_poly" in cam else 2
+    batched = {k: cam[k] for k in _MODEL_ARGS[model] + (("pixel_to_angle",) if ref_poly == 1 else ())}
+    with torch.no_grad():
+        dist = torch.linalg.vector_norm(p, dim=-1)
+        if model == "opencv":
+            z = p[..., 2]
+            valid = (z > near) & (z < far)
+        else:
+            valid = (dist > near) & (dist < far)
+        _, ok = torch.func.vmap(lambda q, c: camera_models.project(model, q, dict(c, reference_poly=ref_poly)))(
+            p, batched)
+        valid = valid & ok
+    stand_in = torch.tensor([0.0, 0.0, 1.0], dtype=p.dtype, device=p.device)
+    p = torch.where(valid[..., None], p, stand_in)
+    # the Jacobian's point: for the pinhole models its (x/z, y/z) clamped as in SPEC 3
+    q = p
+    if model in ("opencv",):
+        lo_x, hi_x, lo_y, hi_y = jacobian_limits(cam["Ks"], width, height)
+        zc = p[..., 2]
+        q = torch.stack((zc * torch.clamp(p[..., 0] / zc, lo_x, hi_x), zc * torch.clamp(p[..., 1] / zc, lo_y, hi_y),
+                         zc), -1)
+
+    def one_camera(pts, qts, c):
+        c = dict(c, reference_poly=ref_poly)
+        f = lambda x: camera_models.project(model, x, c)[0]  # noqa: E731
+        return torch.func.vmap(f)(pts), torch.func.vmap(torch.func.jacrev(f))(qts)
+
+    uv, J = torch.func.vmap(one_camera)(p, q, batched)  # [C,N,2], [C,N,2,3]
+    M = quat.to_rotmat(quat.normalize(quats)) * scales[:, None, :]
+    RM = torch.einsum("cij,njk->cnik", R, M)
+    T = J @ RM
+    S = T @ T.transpose(-1, -2)
+    a = S[..., 0, 0] + EPS2D
+    b = S[..., 0, 1]
+    c = S[..., 1, 1] + EPS2D
+    det = a * c - b * b
+    conic = torch.stack((c / det, -b / det, a / det), -1)
+    return uv, conic, p[..., 2], valid
+
+
 def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
-                     near=0.01, far=1e10, backgrounds=None, sh_degree=None):
-    """Pure-PyTorch twin of :func:`nurec_ops.rasterize_camera`."""
+                     near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, camera_model="pinhole",
+                     **model_args):
+    """Pure-PyTorch twin of :func:`nurec_ops.rasterize_camera`, with the
+    camera models of SPEC section 6 (``camera_model`` and its per-camera
+    arguments: radial, tangential, thin_prism for "opencv"; radial,
+    max_angle for "fisheye"; principal_point, angle_to_pixel, linear_cde,
+    max_angle, optionally pixel_to_angle and reference_poly, for "ftheta")."""
     C, N = viewmats.shape[0], means.shape[0]
     H, W = int(height), int(width)
     R = viewmats[:, :3, :3]
     t = viewmats[:, :3, 3]
-    z_all = (torch.einsum("cij,nj->cni", R, means) + t[:, None, :])[..., 2]
-    valid = (z_all > near) & (z_all < far)  # [C,N]
-    uv, conic, z = project(means, quats, scales, viewmats, Ks, valid, W, H)
+    if camera_model == "pinhole":
+        z_all = (torch.einsum("cij,nj->cni", R, means) + t[:, None, :])[..., 2]
+        valid = (z_all > near) & (z_all < far)  # [C,N]
+        uv, conic, z = project(means, quats, scales, viewmats, Ks, valid, W, H)
+    else:
+        if camera_model not in _MODEL_ARGS:
+            raise RuntimeError(f"nurec_ops.rasterize_camera: `camera_model` must be one of {tuple(_MODEL_ARGS)}, "
+                               f"got {camera_model!r}")
+        cam = dict(model_args, Ks=Ks)
+        missing = [k for k in _MODEL_ARGS[camera_model] if cam.get(k) is None]
+        if missing:
+            raise RuntimeError(f"nurec_ops.rasterize_camera: camera_model={camera_model!r} needs `{missing[0]}`")
+        uv, conic, z, valid = project_model(camera_model, means, quats, scales, viewmats, cam, near, far, W, H)
     if sh_degree is not None:
         campos = -torch.einsum("cji,cj->ci", R, t)  # [C,3]
         d = means[None] - campos[:, None]
