@@ -58,6 +58,7 @@ if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
     (export PYTHONPATH=/tmp/site:$PYTHONPATH
      timeout ${BENCH_TIMEOUT:-240} python3 benchmarks/vs_gsplat.py 2>&1 | quiet | tee "$OUT/vs_gsplat.log")
     timeout ${BENCH_TIMEOUT:-200} python3 benchmarks/bench_rasterize_lidar.py 2>&1 | quiet | tee "$OUT/bench_lidar.log"
+    timeout ${BENCH_TIMEOUT:-200} python3 benchmarks/bench_meta.py 2>&1 | quiet | tee "$OUT/bench_meta.log"
 fi
 
 if [ "$MODE" = train ]; then
