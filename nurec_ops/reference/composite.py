@@ -3,6 +3,8 @@ section 3, used by section 4 too): every Gaussian at every pixel or ray,
 no tiles, autograd for the gradients."""
 import torch
 
+from . import quat
+
 ALPHA_MIN = 1.0 / 255.0
 ALPHA_MAX = 0.99
 T_MIN = 1e-4
@@ -48,3 +50,17 @@ def weights(dx, dy, conic, o, valid):
     else:
         T_final = torch.ones(w.shape[:-1] + (1,), dtype=w.dtype, device=w.device)
     return w, T_final
+
+
+def ewa_cov2d(J, R, quats, scales, eps2d):
+    """EWA projection of the 3D covariances (R_q diag(s))(.)^T of N Gaussians
+    through sensor rotations R [C,3,3] and the projection's Jacobians J
+    [C,N,2,3] (SPEC sections 3, 4, 6): the 2D covariance J R Sigma R^T J^T
+    plus ``eps2d`` on the diagonal, as its entries (a, b, c) and det."""
+    M = quat.to_rotmat(quat.normalize(quats)) * scales[:, None, :]  # [N,3,3]
+    T = J @ torch.einsum("cij,njk->cnik", R, M)
+    S = T @ T.transpose(-1, -2)
+    a = S[..., 0, 0] + eps2d
+    b = S[..., 0, 1]
+    c = S[..., 1, 1] + eps2d
+    return a, b, c, a * c - b * b

@@ -4,7 +4,7 @@ and composited by the SPEC rules; autograd gives the gradients. Memory is
 O(C * H * W * N): the parity oracle for small scenes, not a renderer."""
 import torch
 
-from . import camera_models, composite, quat
+from . import camera_models, composite
 
 EPS2D = 0.3
 
@@ -52,8 +52,6 @@ def project(means, quats, scales, viewmats, Ks, valid, width, height):
     replaced by 1 so that nothing (value or gradient) is NaN."""
     R = viewmats[:, :3, :3]
     t = viewmats[:, :3, 3]
-    M = quat.to_rotmat(quat.normalize(quats)) * scales[:, None, :]  # [N,3,3]
-    RM = torch.einsum("cij,njk->cnik", R, M)  # [C,N,3,3]
     p = torch.einsum("cij,nj->cni", R, means) + t[:, None, :]
     x, y, z = p.unbind(-1)
     z = torch.where(valid, z, torch.ones_like(z))
@@ -66,12 +64,7 @@ def project(means, quats, scales, viewmats, Ks, valid, width, height):
     ty = z * torch.clamp(y * iz, lo_y, hi_y)
     J = torch.stack((torch.stack((fx * iz, zero, -fx * tx * iz * iz), -1),
                      torch.stack((zero, fy * iz, -fy * ty * iz * iz), -1)), -2)  # [C,N,2,3]
-    T = J @ RM
-    S = T @ T.transpose(-1, -2)
-    a = S[..., 0, 0] + EPS2D
-    b = S[..., 0, 1]
-    c = S[..., 1, 1] + EPS2D
-    det = a * c - b * b
+    a, b, c, det = composite.ewa_cov2d(J, R, quats, scales, EPS2D)
     conic = torch.stack((c / det, -b / det, a / det), -1)
     uv = torch.stack((fx * x * iz + cx, fy * y * iz + cy), -1)
     return uv, conic, z
@@ -119,14 +112,7 @@ def project_model(model, means, quats, scales, viewmats, cam, near, far, width, 
         return torch.func.vmap(f)(pts), torch.func.vmap(torch.func.jacrev(f))(qts)
 
     uv, J = torch.func.vmap(one_camera)(p, q, batched)  # [C,N,2], [C,N,2,3]
-    M = quat.to_rotmat(quat.normalize(quats)) * scales[:, None, :]
-    RM = torch.einsum("cij,njk->cnik", R, M)
-    T = J @ RM
-    S = T @ T.transpose(-1, -2)
-    a = S[..., 0, 0] + EPS2D
-    b = S[..., 0, 1]
-    c = S[..., 1, 1] + EPS2D
-    det = a * c - b * b
+    a, b, c, det = composite.ewa_cov2d(J, R, quats, scales, EPS2D)
     conic = torch.stack((c / det, -b / det, a / det), -1)
     return uv, conic, p[..., 2], valid
 

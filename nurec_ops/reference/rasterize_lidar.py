@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from . import composite, quat
+from . import composite
 
 MAX_ELEVATION = math.pi / 2 - math.radians(5.0)
 
@@ -40,14 +40,7 @@ def project(means, quats, scales, viewmats, eps2d, near, far):
     zero = torch.zeros_like(x)
     J = torch.stack((torch.stack((-y / rho2, x / rho2, zero), -1),
                      torch.stack((-x * z / (r2 * rho), -y * z / (r2 * rho), rho / r2), -1)), -2)  # [C,N,2,3]
-    M = quat.to_rotmat(quat.normalize(quats)) * scales[:, None, :]  # [N,3,3]
-    RM = torch.einsum("cij,njk->cnik", R, M)
-    T = J @ RM
-    S = T @ T.transpose(-1, -2)
-    a = S[..., 0, 0] + eps2d
-    b = S[..., 0, 1]
-    c = S[..., 1, 1] + eps2d
-    det = a * c - b * b
+    a, b, c, det = composite.ewa_cov2d(J, R, quats, scales, eps2d)
     valid = valid & (det > 0).detach()
     det = torch.where(valid, det, torch.ones_like(det))
     conic = torch.stack((c / det, -b / det, a / det), -1)
