@@ -1,6 +1,7 @@
 """The cost of SPEC section 8's per-Gaussian outputs: forward+backward of the
 street camera (1080p) and the street lidar (128 x 3600) with
-``return_meta=True, means2d_grad=True`` against without, interleaved round
+``return_meta=True, means2d_grad=True`` (and with ``absgrad=True``)
+against without, interleaved round
 by round in one process (medians of rounds, each the mean of back-to-back
 calls between two CUDA events). The issue's bound: <= 3% when on, 0% when
 off (off is the plain call, so "off" is measured as the plain op itself).
@@ -24,20 +25,23 @@ from timing import back_to_back_us, table  # noqa: E402
 KEYS = ("means", "quats", "scales", "opacities", "features")
 
 
+MODES = ("off", "meta", "absgrad")  # plain call; meta + means2d gradient; + absgrad
+
+
 def steps(render, sc):
     L = {k: sc[k].detach().clone().requires_grad_(True) for k in KEYS}
 
-    def make(meta):
+    def make(mode):
         def step():
-            out = render(L, meta)
+            out = render(L, mode)
             outs = list(out[:3])
             torch.autograd.backward(outs, [torch.ones_like(o) for o in outs])
             for v in L.values():
                 v.grad = None
-            if meta:
+            if mode != "off":
                 out[3].means2d.grad = None
         return step
-    return make(False), make(True)
+    return [make(m) for m in MODES]
 
 
 def main():
@@ -48,28 +52,32 @@ def main():
     cam = street("cuda", torch.float32)
     lid = street_lidar_scene("cuda", torch.float32, 128, 3600)
 
-    def cam_render(L, meta):
-        return nurec_ops.rasterize_camera(L["means"], L["quats"], L["scales"], L["opacities"], L["features"],
-                                          cam["viewmats"], cam["Ks"], cam["width"], cam["height"],
-                                          return_meta=meta, means2d_grad=meta)
+    def flags(mode):
+        return dict(return_meta=mode != "off", means2d_grad=mode != "off", absgrad=mode == "absgrad")
 
-    def lid_render(L, meta):
+    def cam_render(L, mode):
+        return nurec_ops.rasterize_camera(L["means"], L["quats"], L["scales"], L["opacities"], L["features"],
+                                          cam["viewmats"], cam["Ks"], cam["width"], cam["height"], **flags(mode))
+
+    def lid_render(L, mode):
         return nurec_ops.rasterize_lidar(L["means"], L["quats"], L["scales"], L["opacities"], L["features"],
-                                         lid["viewmats"], *lid["model"], return_meta=meta, means2d_grad=meta)
+                                         lid["viewmats"], *lid["model"], **flags(mode))
 
     rows = []
     for name, render, sc in (("street camera 1920x1080", cam_render, cam), ("street lidar 128x3600", lid_render, lid)):
-        off, on = steps(render, sc)
+        fns = steps(render, sc)
         for _ in range(3):
-            off(), on()
+            for f in fns:
+                f()
         torch.cuda.synchronize()
-        t = {"off": [], "on": []}
+        t = {m: [] for m in MODES}
         for _ in range(a.rounds):
-            t["off"].append(back_to_back_us(off, calls=a.calls, warmup=2) / 1e3)
-            t["on"].append(back_to_back_us(on, calls=a.calls, warmup=2) / 1e3)
-        m_off, m_on = statistics.median(t["off"]), statistics.median(t["on"])
-        rows.append([name, f"{m_off:.3f}", f"{m_on:.3f}", f"{100 * (m_on / m_off - 1):+.1f}%"])
-    print(table(rows, ["scene", "fwd+bwd ms (no meta)", "fwd+bwd ms (meta + means2d grad)", "cost"]))
+            for m, f in zip(MODES, fns):
+                t[m].append(back_to_back_us(f, calls=a.calls, warmup=2) / 1e3)
+        med = {m: statistics.median(v) for m, v in t.items()}
+        rows.append([name, f"{med['off']:.3f}", f"{med['meta']:.3f}", f"{100 * (med['meta'] / med['off'] - 1):+.1f}%",
+                     f"{med['absgrad']:.3f}", f"{100 * (med['absgrad'] / med['off'] - 1):+.1f}%"])
+    print(table(rows, ["scene", "fwd+bwd ms (no meta)", "meta + means2d grad", "cost", "+ absgrad", "cost"]))
 
 
 if __name__ == "__main__":

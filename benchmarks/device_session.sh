@@ -8,6 +8,9 @@
 #     quick: build, bad-input suite, GPU tests, sanitizers on the changed
 #     kernels' tests; bench: vs_gsplat (carry .whl and .gsplat_chunks) and the
 #     lidar benchmark; all (default): both; train: the training step.
+#     TRAINERS=1 (any mode): also gsplat's trainers loop with gsplat and
+#     with nurec_ops (DefaultStrategy, absgrad, MCMC), train_street's
+#     densifying runs and bench_meta.
 set -u
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD NUREC_OPS_SHARED_DATA=$PWD/.shared_data
 OUT=${OUT:-/tmp/nurec_out}
@@ -20,7 +23,7 @@ step "build (pip install --no-build-isolation -e ., this machine's compilers)"
 start=$(date +%s)
 MAX_JOBS=${MAX_JOBS:-16} python3 -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.log" 2>&1
 echo "rc=$? in $(( $(date +%s) - start )) s"; tail -3 "$OUT/build.log"
-if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
+if [ "$MODE" = all ] || [ "$MODE" = bench ] || [ -n "${TRAINERS:-}" ]; then
     (source benchmarks/peer_gsplat.sh > /tmp/gsplat_setup.log 2>&1) &  # unpacks the carried peer meanwhile
     GS=$!
 fi
@@ -33,7 +36,7 @@ if [ "$MODE" = all ] || [ "$MODE" = quick ]; then
         > "$OUT/gpu_tests_full.log" 2>&1
     grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/gpu_tests_full.log" | tail -20
     step "compute-sanitizer memcheck / racecheck (${SAN_K:-the tests of the changed kernels})"
-    SMALL="tests/test_rasterize_camera.py tests/test_rasterize_lidar.py tests/test_real_inputs.py tests/test_fuzz.py"
+    SMALL=${SAN_FILES:-"tests/test_rasterize_camera.py tests/test_rasterize_lidar.py tests/test_real_inputs.py tests/test_fuzz.py"}
     for tool in memcheck racecheck; do
         echo "-- $tool"
         timeout ${SANITIZER_TIMEOUT:-150} compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q -m gpu \
@@ -58,6 +61,23 @@ if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
     (export PYTHONPATH=/tmp/site:$PYTHONPATH
      timeout ${BENCH_TIMEOUT:-240} python3 benchmarks/vs_gsplat.py 2>&1 | quiet | tee "$OUT/vs_gsplat.log")
     timeout ${BENCH_TIMEOUT:-200} python3 benchmarks/bench_rasterize_lidar.py 2>&1 | quiet | tee "$OUT/bench_lidar.log"
+    timeout ${BENCH_TIMEOUT:-200} python3 benchmarks/bench_meta.py 2>&1 | quiet | tee "$OUT/bench_meta.log"
+fi
+
+if [ -n "${TRAINERS:-}" ]; then
+    step "trainers: a gsplat-style loop with gsplat, then with nurec_ops (one import)"
+    wait $GS 2>/dev/null; tail -1 /tmp/gsplat_setup.log
+    for s in default "default --absgrad" mcmc; do
+        PYTHONPATH=/tmp/site:$PYTHONPATH timeout ${SWAP_TIMEOUT:-120} python3 examples/gsplat_trainer_swap.py \
+            --steps ${SWAP_STEPS:-1000} --n 20000 --width 640 --height 480 --cameras 8 --strategy $s 2>&1 | quiet
+    done | tee "$OUT/trainer_swap.log"
+    step "train_street (large) densifying with gsplat's strategies, SH ramp to 3"
+    for s in default mcmc; do
+        echo "-- --strategy $s"
+        PYTHONPATH=/tmp/site:$PYTHONPATH timeout ${STREET_TIMEOUT:-150} python3 examples/train_street.py --fused \
+            --strategy $s --sh-degree 3 --steps ${STREET_STEPS:-600} --quiet --out /tmp/ts_$s 2>&1 | quiet | tail -10
+    done | tee "$OUT/train_street_strategy.log"
+    step "bench_meta"
     timeout ${BENCH_TIMEOUT:-200} python3 benchmarks/bench_meta.py 2>&1 | quiet | tee "$OUT/bench_meta.log"
 fi
 

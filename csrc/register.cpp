@@ -759,14 +759,16 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
 
 // The gradients of the Gaussians, and per (camera, Gaussian) item its
 // gradient record (NUREC_SPLAT_GREC_SIZE values: u, v, conic, opacity,
-// depth; SPEC section 8's means2d gradient is its first two).
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
+// depth; SPEC section 8's means2d gradient is its first two), and with
+// `absgrad` SPEC 8's sum over pixels of |means2d gradient| [C * N, 2]
+// (else [0, 2]).
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     Tensor grad_render, Tensor grad_depth, Tensor grad_alpha, Tensor means, Tensor quats,
     Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor Ks,
     std::optional<Tensor> backgrounds, Tensor records, Tensor counts, Tensor colors,
     Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
     Tensor seg_state, Tensor seg_last, int64_t width, int64_t height, double near_plane, double far_plane,
-    int64_t sh_degree, int64_t segment_min) {
+    int64_t sh_degree, int64_t segment_min, bool absgrad) {
     const char* op = "rasterize_camera_backward";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
@@ -798,12 +800,19 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     Tensor grad_colors = empty_like_shape(in.means, {sh_degree >= 0 ? P * 3 : 0});
     p.grad_records = grad_records.data_ptr();
     p.grad_colors = grad_colors.data_ptr();
+    // per pixel |d loss / d (u, v)| needs the whole gradient of a pixel in
+    // one walk: one CUDA pass of channels (the CPU walks all at once, and
+    // refuses the same inputs so that both devices agree)
+    NUREC_CHECK(!absgrad || D <= NUREC_RC_CHANNELS_PER_PASS, "nurec_ops.", op, ": `absgrad` supports at most ",
+                NUREC_RC_CHANNELS_PER_PASS, " feature channels (RGB or SH), got ", D);
+    Tensor grad_abs = empty_like_shape(in.means, {absgrad ? P : 0, 2});
+    p.grad_abs = absgrad ? grad_abs.data_ptr() : nullptr;
     SplatGrads g = splat_grads(in.means, p,
                                sh_degree >= 0 ? empty_like_shape(in.means, {N, p.sh_coeffs, 3})
                                               : empty_like_shape(in.means, {N, D}));
     splat_check_status(op, launch(op, in.means, p, nurec_rasterize_camera_backward_cpu,
                                   NUREC_CUDA_ONLY(nurec_rasterize_camera_backward_cuda)));
-    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records};
+    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records, grad_abs};
 }
 // ====================================================== end rasterize_camera
 
@@ -927,13 +936,13 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
             b.tile_ranges, b.final_T, b.last, b.status, seg_state, seg_last};
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     Tensor grad_features, Tensor grad_range, Tensor grad_alpha, Tensor means, Tensor quats,
     Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor row_elevations,
     Tensor column_azimuths, Tensor column_order, Tensor row_azimuth_offsets, Tensor records, Tensor counts,
     Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
     Tensor seg_state, Tensor seg_last, double near_plane, double far_plane, double eps2d,
-    int64_t segment_min) {
+    int64_t segment_min, bool absgrad) {
     const char* op = "rasterize_lidar_backward";
     RlInputs in = rl_inputs(op, means, quats, scales, opacities, features, viewmats, row_elevations,
                             column_azimuths, column_order, row_azimuth_offsets, near_plane, far_plane, eps2d);
@@ -958,11 +967,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     p.grad_alpha = grad_alpha.data_ptr();
     Tensor grad_records = empty_like_shape(in.means, {C * N, NUREC_SPLAT_GREC_SIZE});
     p.grad_records = grad_records.data_ptr();
+    // as the camera's: the whole gradient of a ray in one walk
+    NUREC_CHECK(!absgrad || D <= NUREC_RL_CHANNELS_PER_PASS, "nurec_ops.", op, ": `absgrad` supports at most ",
+                NUREC_RL_CHANNELS_PER_PASS, " feature channels, got ", D);
+    Tensor grad_abs = empty_like_shape(in.means, {absgrad ? C * N : 0, 2});
+    p.grad_abs = absgrad ? grad_abs.data_ptr() : nullptr;
     SplatGrads g = splat_grads(in.means, p, empty_like_shape(in.means, {N, D}));
     if (!in.means.is_cpu()) rl_check_grid(op, p);
     splat_check_status(op, launch(op, in.means, p, nurec_rasterize_lidar_backward_cpu,
                                   NUREC_CUDA_ONLY(nurec_rasterize_lidar_backward_cuda)));
-    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records};
+    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records, grad_abs};
 }
 // ======================================================= end rasterize_lidar
 
@@ -1003,8 +1017,8 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
           "Tensor viewmats, Tensor Ks, Tensor? backgrounds, Tensor records, Tensor counts, "
           "Tensor colors, Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, "
           "Tensor status, Tensor seg_state, Tensor seg_last, int width, int height, float near, "
-          "float far, int sh_degree, int segment_min) -> (Tensor, Tensor, Tensor, Tensor, Tensor, "
-          "Tensor grad_records)");
+          "float far, int sh_degree, int segment_min, bool absgrad=False) -> (Tensor, Tensor, Tensor, "
+          "Tensor, Tensor, Tensor grad_records, Tensor grad_abs)");
     // ---- end rasterize_camera
     // ---- rasterize_lidar (issue 4)
     m.def("rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, "
@@ -1019,8 +1033,8 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
           "Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, Tensor column_order, "
           "Tensor row_azimuth_offsets, Tensor records, Tensor counts, Tensor isect_items, "
           "Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, Tensor seg_state, "
-          "Tensor seg_last, float near, float far, float eps2d, int segment_min) "
-          "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor grad_records)");
+          "Tensor seg_last, float near, float far, float eps2d, int segment_min, bool absgrad=False) "
+          "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor grad_records, Tensor grad_abs)");
     // ---- end rasterize_lidar
 }
 

@@ -4,12 +4,16 @@ and gsplat's ``DefaultStrategy``, run once with gsplat's rasterizer (where it
 is importable and a GPU is there) and once with nurec_ops swapped in by one
 import, same seed: step time and PSNR side by side.
 
-    python3 examples/gsplat_trainer_swap.py [--steps 300] [--device cuda] [--strategy default|none]
+    python3 examples/gsplat_trainer_swap.py [--steps 300] [--device cuda] [--strategy default|mcmc|none] [--absgrad]
 
 The loop is what gsplat's simple trainer does in miniature: Gaussians as an
 ``nn.ParameterDict`` (log-scales, logit opacities, raw quaternions), one Adam
 per parameter, L1 to target images, the strategy's pre/post-backward steps
-(split, clone, prune). The targets are renders of a random "ground truth"
+(DefaultStrategy: split, clone, prune; MCMCStrategy: relocation and growth
+to a cap, with its opacity and scale regularizers). MCMC's two CUDA helper
+kernels of gsplat are replaced, in both runs, by nurec_ops' pure-PyTorch
+ones (``nurec_ops.gsplat.patch_gsplat_strategy_ops``), so that both runs
+make their decisions with the same code. The targets are renders of a random "ground truth"
 set of Gaussians from a ring of cameras (by the rasterizer under test), so
 the run needs no data set. The only difference between the two runs is the
 line that picks ``rasterization``.
@@ -62,9 +66,9 @@ def gaussians(N, seed, device):
     }).to(device)
 
 
-def render(rasterization, p, V, K, W, H):
+def render(rasterization, p, V, K, W, H, absgrad=False):
     return rasterization(p["means"], p["quats"], torch.exp(p["scales"]), torch.sigmoid(p["opacities"]),
-                         p["colors"], V, K, W, H, packed=False)
+                         p["colors"], V, K, W, H, packed=False, absgrad=absgrad)
 
 
 def psnr(a, b):
@@ -87,7 +91,17 @@ def train(which, args, device):
     if args.strategy == "default":
         from gsplat.strategy import DefaultStrategy
         strategy = DefaultStrategy(refine_start_iter=args.steps // 10, refine_stop_iter=args.steps // 2,
-                                   refine_every=max(args.steps // 20, 1), reset_every=10 ** 9, verbose=False)
+                                   refine_every=max(args.steps // 20, 1), reset_every=10 ** 9, absgrad=args.absgrad,
+                                   grow_grad2d=0.0008 if args.absgrad else 0.0002, verbose=False)
+    elif args.strategy == "mcmc":
+        from gsplat.strategy import MCMCStrategy
+
+        from nurec_ops.gsplat import patch_gsplat_strategy_ops
+        patch_gsplat_strategy_ops()
+        strategy = MCMCStrategy(cap_max=2 * args.n, refine_start_iter=args.steps // 10,
+                                refine_stop_iter=args.steps * 3 // 4, refine_every=max(args.steps // 20, 1),
+                                verbose=False)
+    if strategy is not None:
         strategy.check_sanity(params, optimizers)
         state = strategy.initialize_state()
     times = []
@@ -96,15 +110,21 @@ def train(which, args, device):
             torch.cuda.synchronize()
         t0 = time.perf_counter()
         c = step % args.cameras
-        out, alpha, info = render(rasterization, params, V[c:c + 1], K[c:c + 1], args.width, args.height)
+        out, alpha, info = render(rasterization, params, V[c:c + 1], K[c:c + 1], args.width, args.height,
+                                  absgrad=args.absgrad)
         loss = (out - target[c:c + 1]).abs().mean()
+        if args.strategy == "mcmc":  # gsplat's simple trainer's MCMC regularizers
+            loss = loss + 0.01 * torch.sigmoid(params["opacities"]).mean() + 0.01 * torch.exp(params["scales"]).mean()
         if strategy is not None:
             strategy.step_pre_backward(params, optimizers, state, step, info)
         loss.backward()
-        if strategy is not None:
-            strategy.step_post_backward(params, optimizers, state, step, info, packed=False)
         for opt in optimizers.values():
             opt.step()
+        if args.strategy == "default":
+            strategy.step_post_backward(params, optimizers, state, step, info, packed=False)
+        elif args.strategy == "mcmc":
+            strategy.step_post_backward(params, optimizers, state, step, info, lr=1.6e-3)
+        for opt in optimizers.values():
             opt.zero_grad(set_to_none=True)
         if device.type == "cuda":
             torch.cuda.synchronize()
@@ -122,7 +142,8 @@ def main(argv=None):
     ap.add_argument("--cameras", type=int, default=8)
     ap.add_argument("--width", type=int, default=128)
     ap.add_argument("--height", type=int, default=96)
-    ap.add_argument("--strategy", default="default", choices=["default", "none"])
+    ap.add_argument("--strategy", default="default", choices=["default", "mcmc", "none"])
+    ap.add_argument("--absgrad", action="store_true", help="DefaultStrategy on gsplat's absgrad")
     ap.add_argument("--device", default=None)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
@@ -140,7 +161,7 @@ def main(argv=None):
     for which in runs:
         results[which] = train(which, args, device)
         r = results[which]
-        print(f"{which:10s} step {r['step_ms']:.2f} ms (median)  PSNR {r['psnr_start']:.2f} -> {r['psnr']:.2f} dB  "
+        print(f"{which:10s} {args.strategy:7s} step {r['step_ms']:.2f} ms (median)  PSNR {r['psnr_start']:.2f} -> {r['psnr']:.2f} dB  "
               f"Gaussians {args.n} -> {r['gaussians']}", flush=True)
     if len(results) == 2:
         g, n = results["gsplat"], results["nurec_ops"]

@@ -17,7 +17,15 @@ time, render the camera and the lidar, backward, optimizer step.
     python3 examples/train_street.py --fused --graph      # + the whole step in one CUDA graph
     python3 examples/train_street.py --fused --profile    # + a torch.profiler Chrome trace with NVTX ranges
     python3 examples/train_street.py --fused --diagnose   # + nurec_ops.diagnose's report of the last steps
+    python3 examples/train_street.py --fused --strategy default --sh-degree 3   # densify (gsplat's strategy), SH ramp
+    python3 examples/train_street.py --fused --strategy mcmc --cap-max 60000    # MCMC, up to a cap
     torchrun --nproc_per_node=2 examples/train_street.py --ddp   # data parallel (gloo on CPU, NCCL on GPU)
+
+``--strategy default|mcmc`` densifies as real trainers do, with gsplat's own
+``DefaultStrategy`` or ``MCMCStrategy`` reading nurec_ops' SPEC 8 meta
+(examples/street_densify.py; actors' Gaussians keep their track ids through
+every split, clone, prune and relocation). ``--sh-degree K`` trains SH
+colours, the degree ramped from 0 to K (one step up every ``--sh-every``).
 
 The loop calls ``collect``, ``rasterize_camera`` and ``rasterize_lidar`` as
 globals of this module; ``--fused`` is one line, ``nurec_ops.swap(<this
@@ -95,23 +103,28 @@ def render_frame(P, D, i, cam_kw=None, lidar_kw=None):
     """Collects the Gaussians at frame ``i`` ([1] int64 device tensor) and
     renders its camera image and lidar sweep with whatever ``collect``,
     ``rasterize_camera`` and ``rasterize_lidar`` this module holds now.
-    Returns (render [1,H,W,3], range [1,R,W,1] or None, lidar alpha or None)."""
+    Returns (render [1,H,W,3], range [1,R,W,1] or None, lidar alpha or None,
+    the camera's SPEC 8 meta when ``cam_kw`` asks for it, else None)."""
     t = D.times.index_select(0, i)
     with nvtx_range("train_street.collect"):
         key_poses = torch.cat([P.key_translations, P.key_rotations], -1)
         means_w, quats_w, scales, opacities = collect(P.means, P.quats, P.log_scales, P.opacity_logits, D.track_ids,
                                                       key_poses, D.key_times, D.track_ranges, t)
     with nvtx_range("train_street.camera"):
-        render, _, _ = rasterize_camera(means_w, quats_w, scales, opacities, P.colors,
-                                        D.cam_viewmats.index_select(0, i), D.Ks.index_select(0, i), D.width,
-                                        D.height, near=CAMERA_NEAR, backgrounds=D.backgrounds, **(cam_kw or {}))
+        kw = dict(cam_kw or {})
+        if D.get("sh_degree") is not None:  # SH colours (--sh-degree), at the degree the ramp has reached
+            kw["sh_degree"] = D.sh_degree
+        out = rasterize_camera(means_w, quats_w, scales, opacities, P.colors, D.cam_viewmats.index_select(0, i),
+                               D.Ks.index_select(0, i), D.width, D.height, near=CAMERA_NEAR,
+                               backgrounds=D.backgrounds, **kw)
+        render, meta = out[0], (out[3] if len(out) > 3 else None)
     rng = alpha = None
     if D.lidar:
         with nvtx_range("train_street.lidar"):
             _, rng, alpha = rasterize_lidar(means_w, quats_w, scales, opacities, D.intensity,
                                             D.lidar_viewmats.index_select(0, i), D.row_elevations,
                                             D.column_azimuths, D.row_azimuth_offsets, **(lidar_kw or {}))
-    return render, rng, alpha
+    return render, rng, alpha, meta
 
 
 def train_step(P, D, opt, S, cfg):
@@ -121,7 +134,7 @@ def train_step(P, D, opt, S, cfg):
     the captured step trains on the next frame."""
     with nvtx_range("train_street.step"):
         i = S.schedule.index_select(0, S.step)
-        render, rng, _ = render_frame(P, D, i, cfg.cam_kw, cfg.lidar_kw)
+        render, rng, _, _ = render_frame(P, D, i, cfg.cam_kw, cfg.lidar_kw)
         cam_loss = (render - D.images.index_select(0, i)).abs().mean()
         if D.lidar:
             lidar_loss = (rng - D.ranges.index_select(0, i)).abs().mean()
@@ -142,6 +155,39 @@ def train_step(P, D, opt, S, cfg):
             opt.step()
         S.losses.index_copy_(0, S.step, torch.stack([loss, cam_loss, lidar_loss]).detach()[None])
         S.step.add_(1)
+
+
+def train_step_densify(P, D, opt, S, cfg, dens, k):
+    """The step with densification (``--strategy``; eager, host step
+    counter ``k`` for the strategy): the camera's meta feeds gsplat's
+    strategy before and after the backward; the Gaussians' optimizers are
+    the strategy's (it resizes their state), ``opt`` holds the key poses."""
+    with nvtx_range("train_street.step"):
+        i = S.schedule.index_select(0, S.step)
+        cam_kw = dict(cfg.cam_kw, return_meta=True, means2d_grad=True, absgrad=dens.absgrad)
+        render, rng, _, meta = render_frame(P, D, i, cam_kw, cfg.lidar_kw)
+        info = dens.info(meta)
+        cam_loss = (render - D.images.index_select(0, i)).abs().mean()
+        lidar_loss = (rng - D.ranges.index_select(0, i)).abs().mean() if D.lidar else torch.zeros_like(cam_loss)
+        loss = cam_loss + LIDAR_WEIGHT * lidar_loss + dens.regularization(P)
+        opt.zero_grad(set_to_none=True)
+        dens.pre_backward(k, info)
+        with nvtx_range("train_street.backward"):
+            loss.backward()
+        with nvtx_range("train_street.optimizer"):
+            opt.step()
+            dens.step(k, info, P, D)
+        S.losses.index_copy_(0, S.step, torch.stack([loss, cam_loss, lidar_loss]).detach()[None])
+        S.step.add_(1)
+
+
+def to_sh(colors, degree):
+    """RGB colours [N, 3] as SH coefficients [N, (degree + 1)^2, 3] that
+    render the same (degree 0: SH0 * C0 + 0.5 = colour), a fresh leaf."""
+    C0 = 0.28209479177387814
+    sh = colors.new_zeros((colors.shape[0], (degree + 1) ** 2, 3))
+    sh[:, 0] = (colors.detach() - 0.5) / C0
+    return sh.requires_grad_(True)
 
 
 # ----------------------------------------------------------- data, metrics
@@ -192,7 +238,7 @@ def evaluate(P, D, frames):
     psnrs, errs, renders, lidars = [], [], [], []
     for f in frames:
         i = torch.tensor([f], device=D.images.device)
-        render, rng, alpha = render_frame(P, D, i)
+        render, rng, alpha, _ = render_frame(P, D, i)
         mse = (render[0] - D.images[f]).square().mean().item()
         psnrs.append(-10 * math.log10(max(mse, 1e-12)))
         renders.append(render[0].cpu())
@@ -328,6 +374,14 @@ def parse_args(argv=None):
     p.add_argument("--diagnose", action="store_true",
                    help="run the last 5 steps under nurec_ops.diagnose (report, trace, GPU busy fraction)")
     p.add_argument("--ddp", action="store_true", help="data parallel under torchrun (gloo on CPU, NCCL on CUDA)")
+    p.add_argument("--strategy", default="none", choices=["none", "default", "mcmc"],
+                   help="densify with gsplat's DefaultStrategy or MCMCStrategy (needs --fused; not with --graph)")
+    p.add_argument("--absgrad", action="store_true", help="DefaultStrategy on the absgrad (SPEC 8) instead of the grad")
+    p.add_argument("--cap-max", type=int, default=None, help="MCMC: most Gaussians (default 1.5x the start)")
+    p.add_argument("--sh-degree", type=int, default=0, choices=[0, 1, 2, 3],
+                   help="train SH colours up to this degree (0: plain RGB colours)")
+    p.add_argument("--sh-every", type=int, default=None,
+                   help="steps per SH degree of the ramp (default steps / (degree + 2); with --graph no ramp)")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
     p.add_argument("--size", default=None, choices=sorted(street_scene.SIZES),
                    help="scene size (default: small on CPU, large on CUDA)")
@@ -381,6 +435,14 @@ def main(argv=None):
         raise SystemExit("train_street: --graph needs a CUDA device")
     if args.graph and args.fused is None:  # the dense reference lidar copies host data: not capturable
         raise SystemExit("train_street: --graph needs --fused or --fused raster")
+    if args.strategy != "none":
+        if args.fused is None:
+            raise SystemExit("train_street: --strategy reads the fused rasterizer's SPEC 8 meta: add --fused")
+        if args.graph:
+            raise SystemExit("train_street: --strategy changes the number of Gaussians, which a captured CUDA "
+                             "graph cannot follow: drop --graph")
+        if args.ddp:
+            raise SystemExit("train_street: --strategy with --ddp is not supported yet")
     if size == "large" and args.fused is None:
         raise SystemExit("train_street: the dense reference rasterizers cannot render the large scene; "
                          "use --fused raster (the baseline: reference collection + fused rasterizers) or --fused")
@@ -391,6 +453,12 @@ def main(argv=None):
     torch.manual_seed(args.seed)
 
     D, P = build(args, size, device, dtype)
+    sh_every = None
+    if args.sh_degree > 0:
+        P.colors = to_sh(P.colors, args.sh_degree)
+        # the ramp changes the op's sh_degree: eager only; a graph renders at the full degree
+        sh_every = None if args.graph else (args.sh_every or max(1, steps // (args.sh_degree + 2)))
+        D.sh_degree = 0 if sh_every else args.sh_degree
     if not D.lidar:
         log("train_street: lidar "
             + ("off (--no-lidar)" if args.no_lidar else "unavailable: this nurec_ops has no rasterize_lidar; camera only"))
@@ -406,13 +474,25 @@ def main(argv=None):
         order += [mine[k] for k in torch.randperm(len(mine), generator=g).tolist()]
     S = NS(schedule=torch.tensor(order[:steps] + [0], device=device), step=torch.zeros(1, dtype=torch.int64, device=device),
            losses=torch.zeros(steps + 1, 3, device=device, dtype=dtype))
-    opt = torch.optim.Adam([{"params": [P[k]], "lr": LR[k]} for k in PARAMS], capturable=args.graph, eps=1e-12)
+    dens = None
+    if args.strategy != "none":
+        import street_densify
+
+        dens = street_densify.Densifier(args.strategy, P, D, LR, steps, absgrad=args.absgrad, cap_max=args.cap_max,
+                                        width=D.width, height=D.height)
+        opt = torch.optim.Adam([{"params": [P[k]], "lr": LR[k]} for k in ("key_translations", "key_rotations")],
+                               eps=1e-12)
+    else:
+        opt = torch.optim.Adam([{"params": [P[k]], "lr": LR[k]} for k in PARAMS], capturable=args.graph,
+                               eps=1e-12)
     cfg = NS(cam_kw={}, lidar_kw={}, world=world)
     what = {None: "reference ops", "all": "fused ops", "raster": "reference collection + fused rasterizers"}[args.fused]
     log(f"train_street: {size} street, {N} Gaussians ({int((D.track_ids >= 0).sum())} on "
         f"{D.track_ranges.shape[0]} actor tracks), {F} frames, camera {D.width}x{D.height}"
         + (f", lidar {D.row_elevations.shape[0]}x{D.column_azimuths.shape[0]}" if D.lidar else "")
         + f"; {steps} steps on {device} ({args.dtype}) with {what}" + (" in a CUDA graph" if args.graph else "")
+        + (f", densified by gsplat's {args.strategy} strategy" if dens else "")
+        + (f", SH degree up to {args.sh_degree}" if args.sh_degree else "")
         + (f", {world} ranks" if world > 1 else ""))
 
     this = sys.modules[__name__]
@@ -455,9 +535,13 @@ def main(argv=None):
                     train_step(P, D, opt, S, cfg)
         def run(first, last):
             for k in range(first, last):
+                if sh_every:
+                    D.sh_degree = min(args.sh_degree, k // sh_every)
                 if graph is not None:
                     with nvtx_range("train_street.step (CUDA graph replay)"):
                         graph.replay()
+                elif dens is not None:
+                    train_step_densify(P, D, opt, S, cfg, dens, k)
                 else:
                     train_step(P, D, opt, S, cfg)
                 timer.mark()
@@ -517,7 +601,8 @@ def main(argv=None):
     rpe1 = street_scene.relative_pose_error(_key_poses(P), D.key_poses, D.track_ranges, street_scene.observed_keys(D))
     torch.save({k: P[k].detach().cpu() for k in PARAMS}, os.path.join(args.out, f"params{tag}.pt"))
     metrics = dict(size=size, device=str(device), fused=args.fused, graph=args.graph, steps=steps, world=world,
-                   gaussians=N, lidar=D.lidar, step_ms=step_ms,
+                   gaussians=N, gaussians_final=int(P.means.shape[0]), strategy=args.strategy,
+                   sh_degree=args.sh_degree, lidar=D.lidar, step_ms=step_ms,
                    syncs_per_step=None if syncs[0] is None else syncs[0] / max(counted, 1),
                    losses=losses.tolist(), pose_error_start=pe0, pose_error_final=pe1,
                    relative_pose_error_start=rpe0, relative_pose_error_final=rpe1)
@@ -553,6 +638,8 @@ def main(argv=None):
         if diagnosis is not None and diagnosis.get("gpu_busy") is not None:
             log(f"  GPU busy (diagnosed)    {100 * diagnosis['gpu_busy']:9.1f} % of the last {n_prof} steps' wall time")
         log(f"  loss                    {losses[0, 0]:9.4f} -> {losses[-1, 0]:.4f}")
+        if dens is not None:
+            log(f"  Gaussians               {N:9d} -> {int(P.means.shape[0])}  ({args.strategy} strategy)")
         if final is not None:
             log(f"  camera PSNR             {start[0]:9.2f} -> {final[0]:.2f} dB  (all {F} frames)")
             if D.lidar:

@@ -12,7 +12,10 @@ Meta = collections.namedtuple("Meta", ["means2d", "radii", "depths"])
 Meta.__doc__ = """Per sensor and Gaussian (SPEC section 8): ``means2d [C, N, 2]``
 (the projected means: pixels for a camera, (azimuth, elevation) radians for
 a lidar; with ``means2d_grad=True`` a leaf whose ``.grad`` after
-``backward()`` is the loss's gradient with respect to them), ``radii
+``backward()`` is the loss's gradient with respect to them, and with
+``absgrad=True`` also an attribute ``means2d.absgrad`` after ``backward()``:
+the sum over pixels (rays) of each pixel's |gradient|, per coordinate, as
+gsplat's ``absgrad``), ``radii
 [C, N, 2]`` int32 (half-extents of the binning's bounding box of the
 opacity-aware ellipse, in pixels or in lidar cells; 0 for a Gaussian the
 binning dropped), ``depths [C, N]`` (camera z, lidar range)."""
@@ -42,13 +45,14 @@ def meta_of(records, counts, cell=(1.0, 1.0), means2d=None):
 
 
 def means2d_grad_function(autograd_op, setup_context, backward_with_records):
-    """An autograd.Function running ``autograd_op``'s forward with one more
-    differentiable input first, ``means2d`` [C, N, 2] (its values are not
-    read): its gradient is the first two values of each item's gradient
-    record, which ``backward_with_records`` returns after the op's own
-    input gradients."""
+    """An autograd.Function running ``autograd_op``'s forward with two more
+    inputs first, ``means2d`` [C, N, 2] and ``means2d_abs`` [C, N, 2] or
+    None (their values are not read): the gradient of ``means2d`` is the
+    first two values of each item's gradient record, that of
+    ``means2d_abs`` the backward's absgrad; ``backward_with_records(ctx,
+    g..., absgrad=)`` returns both after the op's own input gradients."""
 
-    def forward(ctx, means2d, *args):
+    def forward(ctx, means2d, means2d_abs, *args):
         if torch.compiler.is_compiling():
             out = autograd_op.op(*args)
         else:
@@ -56,20 +60,24 @@ def means2d_grad_function(autograd_op, setup_context, backward_with_records):
                 out = autograd_op._entry(*args)
         setup_context(ctx, args, out)
         ctx.m2d_shape = means2d.shape
-        ctx.input_offset = 1  # the op's inputs follow means2d (ctx.needs_input_grad is shifted)
+        ctx.absgrad = means2d_abs is not None
+        ctx.input_offset = 2  # the op's inputs follow means2d, means2d_abs (ctx.needs_input_grad is shifted)
         return out
 
     def backward(ctx, *grads):
-        res = backward_with_records(ctx, *grads[:3])
-        g_m2d = res[-1].view(ctx.m2d_shape[0], ctx.m2d_shape[1], -1)[..., :2]
-        return (g_m2d,) + tuple(res[:-1])
+        res = backward_with_records(ctx, *grads[:3], absgrad=ctx.absgrad)
+        C, N = ctx.m2d_shape[0], ctx.m2d_shape[1]
+        g_m2d = res[-2].view(C, N, -1)[..., :2]
+        g_abs = res[-1].view(C, N, 2) if ctx.absgrad else None
+        return (g_m2d, g_abs) + tuple(res[:-2])
 
     name = f"{autograd_op.op.__name__}_with_means2d"
     return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
                                                    "backward": staticmethod(backward)})
 
 
-def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_grad, cell_of, outputs):
+def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_grad, cell_of, outputs,
+                  absgrad=False):
     """The rasterizers' common tail: checks the flags, runs ``run(forward)``
     (the binned forward) through ``with_m2d`` when the means2d gradient is
     wanted, and returns the outputs as ``outputs[0]`` (named tuple), or with
@@ -79,10 +87,18 @@ def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_g
 
     if means2d_grad and not return_meta:
         _checks.fail(op, "`means2d_grad=True` needs `return_meta=True` (the gradient lands in meta.means2d.grad)")
+    if absgrad and not means2d_grad:
+        _checks.fail(op, "`absgrad=True` needs `means2d_grad=True` (it lands in meta.means2d.absgrad)")
     m2d = None
     if means2d_grad and torch.is_grad_enabled():
         m2d = like.new_zeros((C, N, 2)).requires_grad_(True)
-        out = run(lambda *a: with_m2d.apply(m2d, *a))
+        m2d_abs = None
+        if absgrad:
+            # a second leaf carries the absgrad through autograd; after its
+            # gradient accumulates it is exposed where gsplat puts it
+            m2d_abs = like.new_zeros((C, N, 2)).requires_grad_(True)
+            m2d_abs.register_post_accumulate_grad_hook(lambda t: setattr(m2d, "absgrad", t.grad))
+        out = run(lambda *a: with_m2d.apply(m2d, m2d_abs, *a))
     else:
         out = run(forward)
     if return_meta:

@@ -10,8 +10,12 @@ returns what gsplat returns: ``(render_colors, render_alphas, meta)``, with
 ``meta`` holding what gsplat's densification strategies read (``means2d``
 with a usable ``.grad`` after ``backward()``, ``radii``, ``depths``,
 ``width``, ``height``, ``n_cameras``, ``gaussian_ids=None``,
-``camera_ids=None``), so ``gsplat.strategy.DefaultStrategy`` runs on it
-unchanged. What nurec_ops does not do, it refuses with an error naming the
+``camera_ids=None``; with ``absgrad=True`` also ``means2d.absgrad``), so
+``gsplat.strategy.DefaultStrategy`` runs on it unchanged. gsplat's
+``MCMCStrategy`` does too; it calls two CUDA kernels of gsplat's own
+(relocation, covariances) that do not run on the CPU:
+``patch_gsplat_strategy_ops()`` swaps in the pure-PyTorch equivalents of
+``nurec_ops.gsplat_strategy_ops``, for any device. What nurec_ops does not do, it refuses with an error naming the
 argument, never silently: see ``rasterization``'s docstring.
 
 Semantics are gsplat's classic path (SPEC section 3 is that convention:
@@ -51,7 +55,8 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
 
     Refused with an error naming the argument: ``packed=True`` (gsplat's
     default: pass ``packed=False``; the packed layout needs a host sync to
-    size), ``eps2d`` other than 0.3, ``radius_clip`` > 0, ``absgrad=True``,
+    size), ``eps2d`` other than 0.3, ``radius_clip`` > 0,
+    ``absgrad=True`` with colors of more than 4 channels,
     ``rasterize_mode="antialiased"``, camera models other than pinhole,
     distortion coefficients, rolling shutter, the unscented transform and 3D
     evaluation, ``distributed``, ``sparse_grad``, ``segmented``, ``covars``,
@@ -63,8 +68,6 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         _unsupported("eps2d", eps2d, "the camera's dilation is SPEC 3's fixed 0.3 px^2")
     if radius_clip > 0:
         _unsupported("radius_clip", radius_clip, "every Gaussian that reaches alpha 1/255 is rendered")
-    if absgrad:
-        _unsupported("absgrad", absgrad, "the backward writes the means2d gradient, not yet its absolute sum")
     if rasterize_mode != "classic":
         _unsupported("rasterize_mode", rasterize_mode, "only the classic mode")
     if camera_model != "pinhole":
@@ -101,7 +104,8 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         t.requires_grad for t in (means, quats, scales, opacities, colors) if isinstance(t, torch.Tensor))
     render, depth, alpha, m = rasterize_camera(
         means, quats, scales, opacities, feats, viewmats, Ks, int(width), int(height), near=near_plane,
-        far=far_plane, backgrounds=bg, sh_degree=sh_degree if sh else None, return_meta=True, means2d_grad=grad)
+        far=far_plane, backgrounds=bg, sh_degree=sh_degree if sh else None, return_meta=True, means2d_grad=grad,
+        absgrad=bool(absgrad) and grad)
     if render_mode in ("ED", "RGB+ED"):
         depth = depth / alpha.clamp(min=1e-10)
     if render_mode == "RGB":
@@ -116,3 +120,21 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         "opacities": opacities[None].expand(C, N),
     }
     return out, alpha, meta
+
+
+def patch_gsplat_strategy_ops():
+    """Installs ``nurec_ops.gsplat_strategy_ops``' pure-PyTorch relocation
+    and covariance functions in ``gsplat.strategy.ops`` (where gsplat's
+    ``MCMCStrategy`` looks them up), so that the strategy runs on the CPU
+    and needs no CUDA build of gsplat. Returns a function that puts gsplat's
+    own back."""
+    from gsplat.strategy import ops as gops
+
+    from . import gsplat_strategy_ops as ours
+
+    before = (gops.compute_relocation, gops.quat_scale_to_covar_preci)
+    gops.compute_relocation, gops.quat_scale_to_covar_preci = ours.compute_relocation, ours.quat_scale_to_covar_preci
+
+    def restore():
+        gops.compute_relocation, gops.quat_scale_to_covar_preci = before
+    return restore

@@ -41,7 +41,7 @@ def _segments_for(device, dtype, C, H, W, D):
 def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
                      near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, binning="auto",
                      capacity=None, on_overflow="warn", return_meta=False, means2d_grad=False,
-                     camera_model="pinhole", **model_args):
+                     absgrad=False, camera_model="pinhole", **model_args):
     """3D Gaussian splatting of world-space Gaussians into pinhole cameras.
 
     Args:
@@ -77,6 +77,11 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
             ``.grad`` after ``backward()`` holds the loss's gradient with
             respect to each projected mean (what densification reads, e.g.
             gsplat's DefaultStrategy).
+        absgrad: with means2d_grad, ``meta.means2d.absgrad`` after
+            ``backward()`` holds, per camera and Gaussian, the sum over
+            pixels of the absolute value of each pixel's means2d gradient
+            (gsplat's ``absgrad``, what ``DefaultStrategy(absgrad=True)``
+            reads); features of at most 4 channels (RGB or SH).
         camera_model: "pinhole" (SPEC section 3). The other models of SPEC
             section 6 ("opencv", "fisheye", "ftheta") are in the reference
             twin (nurec_ops.reference.rasterize_camera) and
@@ -118,6 +123,8 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     width, height = int(width), int(height)
     C, N = _binning.leading(viewmats), _binning.leading(means)
     D = 3 if sh >= 0 else (features.shape[-1] if features.dim() > 0 else 0)
+    if absgrad and D > 4:  # the glue's rule (one CUDA pass of channels), checked before any work
+        Ck.fail(_OP, f"`absgrad` supports at most 4 feature channels (RGB or SH), got {D}")
     segments = _segments_for(means.device, means.dtype, C, height, width, D)
     args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
             float(near), float(far), sh, segments, _SEGMENT_MIN)
@@ -125,7 +132,7 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
         return _binning.run_binned(_OP, forward, args, means.device, (C, width, height), C * N, binning, capacity,
                                    on_overflow, report=10)
     return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad,
-                         lambda: (1.0, 1.0), _OUTPUTS)
+                         lambda: (1.0, 1.0), _OUTPUTS, absgrad)
 
 
 def check_overflow():
@@ -199,11 +206,12 @@ def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, 
 @torch.library.register_fake("nurec_ops::rasterize_camera_bwd")
 def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, opacities, features, viewmats,
                    Ks, backgrounds, records, counts, colors, isect_items, tile_ranges, final_T, last, status,
-                   seg_state, seg_last, width, height, near, far, sh_degree, segment_min):
+                   seg_state, seg_last, width, height, near, far, sh_degree, segment_min, absgrad=False):
     C, N, D, K = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats, Ks,
                         backgrounds, width, height, near, far, sh_degree)
     e = means.new_empty
-    return e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e(features.shape), e((C * N, 8))
+    return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e(features.shape), e((C * N, 8)),
+            e((C * N if absgrad else 0, 2)))
 
 
 def _setup_context(ctx, inputs, output):
@@ -221,12 +229,13 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, g_render, g_depth, g_alpha, *_unused):
-    return _backward_with_records(ctx, g_render, g_depth, g_alpha)[:-1]
+    return _backward_with_records(ctx, g_render, g_depth, g_alpha)[:-2]
 
 
-def _backward_with_records(ctx, g_render, g_depth, g_alpha):
+def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False):
     """The op's backward; also returns the per-item gradient records
-    [C * N, 8] (the means2d gradient of SPEC section 8 is their first two)."""
+    [C * N, 8] (the means2d gradient of SPEC section 8 is their first two)
+    and, with absgrad, SPEC 8's absgrad [C * N, 2] (else [0, 2])."""
     saved = ctx.saved_tensors
     (means, quats, scales, opacities, features, viewmats, Ks, records, counts, colors, isect, ranges,
      final_T, last, status, seg_state, seg_last) = saved[:17]
@@ -240,16 +249,16 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha):
         g_depth = means.new_zeros(shape + (1,))
     if g_alpha is None:
         g_alpha = means.new_zeros(shape + (1,))
-    gm, gq, gs, go, gf, grec = ops.rasterize_camera_bwd(
+    gm, gq, gs, go, gf, grec, gabs = ops.rasterize_camera_bwd(
         g_render, g_depth, g_alpha, means, quats, scales, opacities, features, viewmats, Ks, backgrounds,
         records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, width, height, near,
-        far, sh_degree, segment_min)
+        far, sh_degree, segment_min, absgrad)
     g_bg = None
     if ctx.has_bg and ctx.needs_input_grad[7 + getattr(ctx, "input_offset", 0)]:  # backgrounds
         ok = (status[1] == 0).to(g_render.dtype)
         g_bg = (g_render * final_T[..., None]).sum((1, 2)) * ok
         g_bg = torch.nan_to_num(g_bg, nan=0.0)
-    return gm, gq, gs, go, gf, None, None, g_bg, None, None, None, None, None, None, None, None, grec
+    return gm, gq, gs, go, gf, None, None, g_bg, None, None, None, None, None, None, None, None, grec, gabs
 
 
 _FORWARD = AutogradOp("rasterize_camera_fwd", _backward, _setup_context)

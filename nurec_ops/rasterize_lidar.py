@@ -37,7 +37,7 @@ def default_eps2d(num_columns):
 @ranged("nurec_ops.rasterize_lidar")
 def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
                     row_azimuth_offsets, near=0.5, far=200.0, eps2d=None, *, binning="auto", capacity=None,
-                    on_overflow="warn", return_meta=False, means2d_grad=False):
+                    on_overflow="warn", return_meta=False, means2d_grad=False, absgrad=False):
     """3D Gaussian splatting of world-space Gaussians into spinning lidars.
 
     Args:
@@ -69,7 +69,8 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
             ``"exact"`` synchronizes once per call and re-runs on overflow;
             ``capacity=`` fixes the number of Gaussian-tile intersections
             (CUDA graphs, torch.compile).
-        return_meta, means2d_grad: as for rasterize_camera (SPEC section 8):
+        return_meta, means2d_grad, absgrad: as for rasterize_camera (SPEC
+            section 8; absgrad with at most 2 feature channels):
             ``means2d`` in (azimuth, elevation) radians, ``radii`` in cells
             (the ellipse's half-extents over the table's mean column and row
             spacing), ``depths`` the ranges of the means.
@@ -106,6 +107,8 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     """
     W = column_azimuths.shape[0] if column_azimuths.dim() == 1 else 0
     e2 = default_eps2d(W) if eps2d is None else float(eps2d)
+    if absgrad and features.dim() == 2 and features.shape[1] > 2:  # the glue's rule, before any work
+        Ck.fail(_OP, f"`absgrad` supports at most 2 feature channels, got {features.shape[1]}")
     segments = _SEGMENTS if means.device.type == "cuda" else 0
     col_az, col_order = canonical_columns(column_azimuths)
     args = (means, quats, scales, opacities, features, viewmats, row_elevations, col_az, col_order,
@@ -121,7 +124,8 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
         row = ((row_elevations.max() - row_elevations.min()) / max(R - 1, 1) if R > 1
                else row_elevations.new_tensor(1.0))
         return torch.stack((col, row)).clamp_min(1e-12)
-    return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad, cell, _OUTPUTS)
+    return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad, cell, _OUTPUTS,
+                         absgrad)
 
 
 def check_overflow():
@@ -192,14 +196,15 @@ def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, c
 def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, opacities, features, viewmats,
                    row_elevations, column_azimuths, column_order, row_azimuth_offsets, records, counts,
                    isect_items, tile_ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,
-                   segment_min):
+                   segment_min, absgrad=False):
     C, N, D, R, W = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats,
                            row_elevations, column_azimuths, column_order, row_azimuth_offsets, near, far, eps2d)
     Ck.shape(_OP + "_backward", "grad_features", grad_features, (C, R, W, D), "[C, R, W, D]")
     Ck.shape(_OP + "_backward", "grad_range", grad_range, (C, R, W, 1), "[C, R, W, 1]")
     Ck.shape(_OP + "_backward", "grad_alpha", grad_alpha, (C, R, W, 1), "[C, R, W, 1]")
     e = means.new_empty
-    return e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e((N, D)), e((C * N, 8))
+    return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e((N, D)), e((C * N, 8)),
+            e((C * N if absgrad else 0, 2)))
 
 
 def _setup_context(ctx, inputs, output):
@@ -213,12 +218,13 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, g_feat, g_range, g_alpha, *_unused):
-    return _backward_with_records(ctx, g_feat, g_range, g_alpha)[:-1]
+    return _backward_with_records(ctx, g_feat, g_range, g_alpha)[:-2]
 
 
-def _backward_with_records(ctx, g_feat, g_range, g_alpha):
+def _backward_with_records(ctx, g_feat, g_range, g_alpha, absgrad=False):
     """The op's backward; also returns the per-item gradient records
-    [C * N, 8] (the means2d gradient of SPEC section 8 is their first two)."""
+    [C * N, 8] (the means2d gradient of SPEC section 8 is their first two)
+    and, with absgrad, SPEC 8's absgrad [C * N, 2] (else [0, 2])."""
     (means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order, row_off, records, counts,
      isect, ranges, final_T, last, status, seg_state, seg_last) = ctx.saved_tensors
     near, far, eps2d, segment_min = ctx.cfg
@@ -229,11 +235,11 @@ def _backward_with_records(ctx, g_feat, g_range, g_alpha):
         g_range = means.new_zeros((C, R, W, 1))
     if g_alpha is None:
         g_alpha = means.new_zeros((C, R, W, 1))
-    gm, gq, gs, go, gf, grec = ops.rasterize_lidar_bwd(
+    gm, gq, gs, go, gf, grec, gabs = ops.rasterize_lidar_bwd(
         g_feat, g_range, g_alpha, means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order,
         row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,
-        segment_min)
-    return gm, gq, gs, go, gf, None, None, None, None, None, None, None, None, None, None, None, grec
+        segment_min, absgrad)
+    return gm, gq, gs, go, gf, None, None, None, None, None, None, None, None, None, None, None, grec, gabs
 
 
 _FORWARD = AutogradOp("rasterize_lidar_fwd", _backward, _setup_context)

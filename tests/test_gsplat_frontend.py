@@ -49,9 +49,11 @@ def test_meta_values(device):
     assert torch.equal(kept, out[4] > 0)
 
 
-def _means2d_grad_reference(s, cot):
+def _means2d_grad_reference(s, cot, absgrad=False):
     """d loss / d (projected means) of the reference render, with the 2D
-    means as free variables (conics, depths and colours held)."""
+    means as free variables (conics, depths and colours held); with absgrad
+    also SPEC 8's absgrad: the sum over pixels of |d loss_pixel / d means2d|,
+    one backward per pixel."""
     C, N = s["viewmats"].shape[0], s["means"].shape[0]
     W, H = s["width"], s["height"]
     R, t = s["viewmats"][:, :3, :3], s["viewmats"][:, :3, 3]
@@ -73,9 +75,21 @@ def _means2d_grad_reference(s, cot):
     if s.get("backgrounds") is not None:
         render = render + T * s["backgrounds"].detach()[:, None, None, :]
     depth = torch.einsum("chwn,cn->chw", w, z_s)[..., None]
-    loss = (render * cot[0]).sum() + (depth * cot[1]).sum() + ((1 - T) * cot[2]).sum()
-    (g,) = torch.autograd.grad(loss, uv)
-    return g
+    per_pixel = ((render * cot[0]).sum(-1) + (depth * cot[1]).sum(-1) + ((1 - T) * cot[2]).sum(-1)).flatten()
+    return _grad_and_absgrad(per_pixel, uv, absgrad)
+
+
+def _grad_and_absgrad(per_cell, leaf, absgrad):
+    """The gradient of per_cell.sum() with respect to leaf, and with absgrad
+    the sum over cells of each cell's |gradient|."""
+    (g,) = torch.autograd.grad(per_cell.sum(), leaf, retain_graph=absgrad)
+    if not absgrad:
+        return g
+    ab = torch.zeros_like(leaf)
+    for k in range(per_cell.numel()):
+        (gk,) = torch.autograd.grad(per_cell[k], leaf, retain_graph=True)
+        ab += gk.abs()
+    return g, ab
 
 
 def test_means2d_grad_matches_reference():
@@ -100,6 +114,43 @@ def test_means2d_grad_matches_reference():
         assert s[k].grad is not None and torch.allclose(s[k].grad, s2[k].grad), k
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_absgrad_matches_reference(device):
+    """SPEC 8's absgrad (gsplat's): per camera and Gaussian, the sum over
+    pixels of |d loss_pixel / d means2d|, against the reference pixel by
+    pixel; it bounds |means2d.grad| and differs from it where pixels pull a
+    mean both ways. The means2d gradient is unchanged by asking for it."""
+    s = tc.to(tc.random_scene(N=40, C=2, W=16, H=12, D=3), "cpu", torch.float64)
+    cpu_s = {k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in s.items()}
+    s = tc.to({k: (v.detach().clone() if isinstance(v, torch.Tensor) else v) for k, v in s.items()}, device,
+              torch.float64)
+    r, d, a, meta = tc.run(lambda *x, **k: nurec_ops.rasterize_camera(*x, **k, return_meta=True, means2d_grad=True,
+                                                                      absgrad=True), s)
+    g = torch.Generator().manual_seed(1)
+    cot = [torch.randn(r.shape, generator=g, dtype=r.dtype), torch.randn(d.shape, generator=g, dtype=r.dtype) * 0.1,
+           torch.randn(a.shape, generator=g, dtype=r.dtype)]
+    torch.autograd.backward([r, d, a], [c.to(device) for c in cot])
+    ab = meta.means2d.absgrad
+    assert ab is not None and ab.shape == (2, 40, 2) and ab.dtype == torch.float64
+    expect_g, expect_ab = _means2d_grad_reference(cpu_s, cot, absgrad=True)
+    kept = (meta.radii > 0).all(-1).cpu()
+    assert_close(meta.means2d.grad.cpu()[kept], expect_g[kept], torch.float64, factor=10)
+    assert_close(ab.cpu()[kept], expect_ab[kept], torch.float64, factor=10)
+    assert (ab.cpu()[~kept] == 0).all()
+    assert (ab >= meta.means2d.grad.abs() - 1e-12).all()
+    assert (ab > meta.means2d.grad.abs() * 1.01 + 1e-9).any()  # a sum of |.| is not |sum|
+
+
+def test_absgrad_needs_means2d_grad_and_one_pass():
+    s = _scene(N=20)
+    with pytest.raises(RuntimeError, match="`absgrad=True` needs `means2d_grad=True`"):
+        tc.run(lambda *x, **k: nurec_ops.rasterize_camera(*x, **k, return_meta=True, absgrad=True), s)
+    s5 = dict(s, features=torch.rand(20, 5, dtype=torch.float64, requires_grad=True), backgrounds=None)
+    with pytest.raises(RuntimeError, match="absgrad.*at most 4 feature channels"):
+        tc.run(lambda *x, **k: nurec_ops.rasterize_camera(*x, **k, return_meta=True, means2d_grad=True,
+                                                          absgrad=True), s5)
+
+
 def test_front_end_modes_and_meta():
     s = _scene()
     args = (s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["Ks"],
@@ -115,7 +166,7 @@ def test_front_end_modes_and_meta():
     assert meta["n_cameras"] == 2 and meta["gaussian_ids"] is None and meta["width"] == s["width"]
 
 
-@pytest.mark.parametrize("kw,name", [({}, "packed"), (dict(packed=False, absgrad=True), "absgrad"),
+@pytest.mark.parametrize("kw,name", [({}, "packed"),
                                      (dict(packed=False, eps2d=0.1), "eps2d"),
                                      (dict(packed=False, rasterize_mode="antialiased"), "rasterize_mode"),
                                      (dict(packed=False, camera_model="fisheye"), "camera_model"),
@@ -145,6 +196,56 @@ def _box_of(means):
     return torch.round(means[:, 0] / 3.0).long()
 
 
+def _actor_params(N_per=60, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    means, ids = _actor_scene(g, n_per=N_per)
+    N = means.shape[0]
+    torch.manual_seed(seed)
+    return torch.nn.ParameterDict({
+        "means": torch.nn.Parameter(means.float()),
+        "scales": torch.nn.Parameter(torch.full((N, 3), math.log(0.08))),
+        "quats": torch.nn.Parameter(torch.randn(N, 4)),
+        "opacities": torch.nn.Parameter(torch.logit(torch.rand(N) * 0.5 + 0.3)),
+        "colors": torch.nn.Parameter(torch.rand(N, 3)),
+        "track_ids": torch.nn.Parameter(ids, requires_grad=False),
+    })
+
+
+def _train_with(strategy, params, steps, post_kw, absgrad=False):
+    """A short loop on nurec_ops.gsplat's rasterization with a gsplat
+    strategy; checks shapes and track ids after every step; returns the
+    Gaussian counts."""
+    optimizers = {k: torch.optim.Adam([params[k]], lr=1e-2) for k in ("means", "scales", "quats", "opacities",
+                                                                       "colors")}
+    strategy.check_sanity(params, optimizers)
+    state = strategy.initialize_state()
+    V, K = tc.cameras(2, 48, 32, f=40.0, dist=9.0)
+    V, K = V.float(), K.float()
+    target = torch.rand(2, 32, 48, 3, generator=torch.Generator().manual_seed(3))
+    counts = [params["means"].shape[0]]
+    for step in range(steps):
+        out, alpha, info = rasterization(params["means"], params["quats"], torch.exp(params["scales"]),
+                                         torch.sigmoid(params["opacities"]), params["colors"], V, K, 48, 32,
+                                         packed=False, absgrad=absgrad)
+        loss = (out - target).abs().mean()
+        strategy.step_pre_backward(params, optimizers, state, step, info)
+        loss.backward()
+        if absgrad:
+            assert info["means2d"].absgrad.shape == info["means2d"].grad.shape
+        strategy.step_post_backward(params, optimizers, state, step, info, **post_kw)
+        for opt in optimizers.values():
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        n = params["means"].shape[0]
+        counts.append(n)
+        assert all(v.shape[0] == n for v in params.values())
+        for k, v in state.items():
+            if isinstance(v, torch.Tensor) and k != "binoms":  # MCMC's binomial table is not per Gaussian
+                assert v.shape[0] == n, (k, v.shape)
+        assert torch.equal(params["track_ids"].data, _box_of(params["means"].data)), f"ids desynchronised at {step}"
+    return counts
+
+
 def test_default_strategy_densifies_on_our_meta():
     """gsplat's DefaultStrategy (pure Python, CPU) runs its pre/post backward
     steps on nurec_ops.gsplat's meta in a training loop: Gaussians are split
@@ -153,51 +254,72 @@ def test_default_strategy_densifies_on_our_meta():
     NuRec-style model keeps them) follow their Gaussians: every Gaussian's
     id still names the box it lies in."""
     strategy_mod = pytest.importorskip("gsplat.strategy")
-    g = torch.Generator().manual_seed(0)
-    means, ids = _actor_scene(g)
-    N = means.shape[0]
-    torch.manual_seed(0)
-    params = torch.nn.ParameterDict({
-        "means": torch.nn.Parameter(means.float()),
-        "scales": torch.nn.Parameter(torch.full((N, 3), math.log(0.08))),
-        "quats": torch.nn.Parameter(torch.randn(N, 4)),
-        "opacities": torch.nn.Parameter(torch.logit(torch.rand(N) * 0.5 + 0.3)),
-        "colors": torch.nn.Parameter(torch.rand(N, 3)),
-        "track_ids": torch.nn.Parameter(ids, requires_grad=False),
-        "faint": torch.nn.Parameter(torch.arange(N) % 6 == 0, requires_grad=False),  # to be pruned
-    })
+    params = _actor_params()
+    N = params["means"].shape[0]
+    params["faint"] = torch.nn.Parameter(torch.arange(N) % 6 == 0, requires_grad=False)  # to be pruned
     with torch.no_grad():
         params["opacities"][params["faint"]] = math.log(0.01 / 0.99)  # below prune_opa
-    optimizers = {k: torch.optim.Adam([params[k]], lr=1e-2) for k in ("means", "scales", "quats", "opacities",
-                                                                       "colors")}
     strategy = strategy_mod.DefaultStrategy(refine_start_iter=2, refine_stop_iter=10, refine_every=3,
                                             reset_every=1000, grow_grad2d=1e-6, prune_opa=0.05, verbose=False)
-    strategy.check_sanity(params, optimizers)
-    state = strategy.initialize_state()
-    V, K = tc.cameras(2, 48, 32, f=40.0, dist=9.0)
-    V, K = V.float(), K.float()
-    target = torch.rand(2, 32, 48, 3)
-    counts = [N]
-    for step in range(30):
-        out, alpha, info = rasterization(params["means"], params["quats"], torch.exp(params["scales"]),
-                                         torch.sigmoid(params["opacities"]), params["colors"], V, K, 48, 32,
-                                         packed=False)
-        loss = (out - target).abs().mean()
-        strategy.step_pre_backward(params, optimizers, state, step, info)
-        loss.backward()
-        strategy.step_post_backward(params, optimizers, state, step, info, packed=False)
-        for opt in optimizers.values():
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        n = params["means"].shape[0]
-        counts.append(n)
-        assert all(v.shape[0] == n for v in params.values())
-        for v in state.values():
-            if isinstance(v, torch.Tensor):
-                assert v.shape[0] == n
-        assert torch.equal(params["track_ids"].data, _box_of(params["means"].data)), f"ids desynchronised at {step}"
+    counts = _train_with(strategy, params, 30, dict(packed=False))
     assert max(counts) > N, counts  # it grew (split / clone)
     assert not params["faint"].any() and N // 6 > 0  # and pruned the faint ones
+
+
+def test_default_strategy_with_absgrad():
+    """DefaultStrategy(absgrad=True) reads meta.means2d.absgrad (SPEC 8),
+    grows on it, and actors keep their ids."""
+    strategy_mod = pytest.importorskip("gsplat.strategy")
+    params = _actor_params()
+    strategy = strategy_mod.DefaultStrategy(refine_start_iter=2, refine_stop_iter=10, refine_every=3,
+                                            reset_every=1000, grow_grad2d=1e-5, absgrad=True, verbose=False)
+    counts = _train_with(strategy, params, 20, dict(packed=False), absgrad=True)
+    assert max(counts) > counts[0], counts
+
+
+def test_mcmc_strategy_relocates_and_adds_on_our_meta():
+    """gsplat's MCMCStrategy on nurec_ops (CPU, with the pure-PyTorch
+    relocation installed by patch_gsplat_strategy_ops): dead Gaussians are
+    relocated onto live ones and new ones added up to the cap; a relocated
+    or added Gaussian takes the track id of the Gaussian it copies (every
+    Gaussian's id still names the box it lies in)."""
+    strategy_mod = pytest.importorskip("gsplat.strategy")
+    from nurec_ops.gsplat import patch_gsplat_strategy_ops
+    restore = patch_gsplat_strategy_ops()
+    try:
+        params = _actor_params()
+        N = params["means"].shape[0]
+        dead = torch.arange(N) % 5 == 0
+        with torch.no_grad():
+            params["opacities"][dead] = math.log(0.001 / 0.999)  # below min_opacity: relocated
+        strategy = strategy_mod.MCMCStrategy(cap_max=N + 30, refine_start_iter=1, refine_stop_iter=20,
+                                             refine_every=3, min_opacity=0.005, verbose=False)
+        counts = _train_with(strategy, params, 16, dict(lr=1e-5))
+        assert counts[-1] == N + 30 and counts[4] == int(N * 1.05), counts  # 5% per refinement, up to the cap
+        assert (torch.sigmoid(params["opacities"].data) > 0.005).all()  # the dead were relocated
+    finally:
+        restore()
+
+
+def test_relocation_equals_eq9():
+    """compute_relocation against eq. 9 of the MCMC paper summed term by term
+    (float64), and n = 1 keeps the Gaussian as it is."""
+    from math import comb, sqrt
+
+    from nurec_ops.gsplat_strategy_ops import compute_relocation
+    g = torch.Generator().manual_seed(0)
+    o = torch.rand(40, generator=g, dtype=torch.float64) * 0.98 + 0.01
+    s = torch.rand(40, 3, generator=g, dtype=torch.float64) + 0.1
+    n = torch.randint(1, 52, (40,), generator=g)
+    n[0] = 1
+    new_o, new_s = compute_relocation(o, s, n, torch.zeros(51, 51))
+    for i in range(40):
+        k_n = int(n[i])
+        on = 1 - (1 - float(o[i])) ** (1 / k_n)
+        den = sum(comb(a - 1, k) * (-1) ** k * on ** (k + 1) / sqrt(k + 1) for a in range(1, k_n + 1) for k in range(a))
+        assert abs(float(new_o[i]) - on) < 1e-12
+        assert torch.allclose(new_s[i], s[i] * float(o[i]) / den, rtol=1e-9)
+    assert torch.allclose(new_o[0], o[0]) and torch.allclose(new_s[0], s[0])
 
 
 # ------------------------------------------------------------ the lidar's meta
@@ -212,9 +334,11 @@ def test_lidar_meta_and_means2d_grad():
     """The lidar's meta: means2d = (azimuth, elevation) of the means, depths =
     ranges, radii > 0 exactly for the kept Gaussians; means2d.grad against the
     reference with the 2D means as free variables (conics, ranges and
-    features held), azimuth differences wrapped as the op wraps them."""
-    s = tl.to(tl.random_scene(N=120, C=2, D=2), "cpu", torch.float64)
-    out = tl.run(lambda *a, **k: nurec_ops.rasterize_lidar(*a, **k, return_meta=True, means2d_grad=True), s)
+    features held), azimuth differences wrapped as the op wraps them; and
+    the absgrad, ray by ray."""
+    s = tl.to(tl.random_scene(N=60, C=1, D=2, row_step=16, col_step=30), "cpu", torch.float64)
+    out = tl.run(lambda *a, **k: nurec_ops.rasterize_lidar(*a, **k, return_meta=True, means2d_grad=True,
+                                                           absgrad=True), s)
     f, rng, a, meta = out
     cot = [torch.randn_like(f), torch.randn_like(rng) * 0.1, torch.randn_like(a)]
     torch.autograd.backward([f, rng, a], cot)
@@ -236,17 +360,21 @@ def test_lidar_meta_and_means2d_grad():
     dx = ref_lidar.wrap(ray_az[None, :, :, None] - ae_s[:, None, None, :, 0])
     dy = ray_el[None, :, :, None] - ae_s[:, None, None, :, 1]
     w, T = composite.weights(dx, dy, conic_s, o, v2)
-    loss = ((torch.einsum("crwn,cnd->crwd", w, col_s) * cot[0]).sum()
-            + (torch.einsum("crwn,cn->crw", w, r_s)[..., None] * cot[1]).sum() + ((1 - T) * cot[2]).sum())
-    (expect,) = torch.autograd.grad(loss, ae)
+    per_ray = ((torch.einsum("crwn,cnd->crwd", w, col_s) * cot[0]).sum(-1)
+               + (torch.einsum("crwn,cn->crw", w, r_s)[..., None] * cot[1]).sum(-1) + ((1 - T) * cot[2]).sum(-1))
+    reached = per_ray.flatten() != 0  # rays no Gaussian reaches add nothing (and cost one backward each)
+    expect, expect_ab = _grad_and_absgrad(per_ray.flatten()[reached], ae, absgrad=True)
     assert_close(meta.means2d.grad[kept], expect[kept], torch.float64, factor=10)
+    assert_close(meta.means2d.absgrad[kept], expect_ab[kept], torch.float64, factor=10)
+    assert (meta.means2d.absgrad > meta.means2d.grad.abs() * 1.01 + 1e-9).any()
 
 
 @gpu
 @pytest.mark.parametrize("sensor", ["camera", "lidar"])
 def test_cuda_meta_matches_cpu(sensor):
-    """Meta and the means2d gradient on CUDA (with lists cut into parts where
-    they are long) equal the CPU's, for both rasterizers, with no host sync."""
+    """Meta, the means2d gradient and its absgrad on CUDA (with lists cut
+    into parts where they are long) equal the CPU's, for both rasterizers,
+    with no host sync."""
     mod = tc if sensor == "camera" else tl
     fn = nurec_ops.rasterize_camera if sensor == "camera" else nurec_ops.rasterize_lidar
     scene = tc.random_scene(N=400, C=2, W=64, H=48) if sensor == "camera" else tl.random_scene(N=300, C=2, D=2)
@@ -260,15 +388,15 @@ def test_cuda_meta_matches_cpu(sensor):
             torch.cuda.synchronize()
             torch.cuda.set_sync_debug_mode("error")
         try:
-            out = mod.run(lambda *a, **k: fn(*a, **k, return_meta=True, means2d_grad=True), s)
+            out = mod.run(lambda *a, **k: fn(*a, **k, return_meta=True, means2d_grad=True, absgrad=True), s)
             cot = [torch.ones_like(o) for o in out[:3]]
             torch.autograd.backward(list(out[:3]), cot)
         finally:
             if dev == "cuda":
                 torch.cuda.set_sync_debug_mode(0)
         m = out[3]
-        res.append([m.means2d.detach(), m.radii, m.depths, m.means2d.grad])
-    for name, a, b in zip(("means2d", "radii", "depths", "means2d.grad"), *res):
+        res.append([m.means2d.detach(), m.radii, m.depths, m.means2d.grad, m.means2d.absgrad])
+    for name, a, b in zip(("means2d", "radii", "depths", "means2d.grad", "means2d.absgrad"), *res):
         if name == "radii":
             assert torch.equal(a, b.cpu()), name
         else:

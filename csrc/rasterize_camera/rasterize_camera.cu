@@ -37,8 +37,8 @@ extern "C" {
 #define RC_FWD_CARVEOUT 50
 #endif
 
-#if 7 + RC_CH > 16
-#error "splat_warp_add sums at most 16 values: 7 record values + RC_CH channels"
+#if 9 + RC_CH > 16
+#error "splat_warp_add sums at most 16 values: 7 record values + RC_CH channels + 2 absgrad"
 #endif
 
 #define NUREC_GENERIC_FILE "rasterize_camera/rasterize_camera_cuda_generic.cuh"
@@ -140,6 +140,8 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
     const bool sh = p->sh_degree >= 0;
     set_carveouts();
     if (P > 0 && cudaMemsetAsync(p->grad_records, 0, el * NUREC_RC_GREC_SIZE * (size_t)P, s) != cudaSuccess)
+        return NUREC_ERR_CUDA;
+    if (P > 0 && p->grad_abs && cudaMemsetAsync(p->grad_abs, 0, el * 2 * (size_t)P, s) != cudaSuccess)
         return NUREC_ERR_CUDA;
     size_t gcol = sh ? el * 3 * (size_t)P : el * (size_t)(p->channels * N);
     void* gcol_ptr = sh ? p->grad_colors : p->grad_features;

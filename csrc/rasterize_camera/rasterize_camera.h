@@ -80,6 +80,8 @@ typedef struct nurec_rasterize_camera_params {
     const void* grad_depth;  /* [C, H, W] */
     const void* grad_alpha;  /* [C, H, W] */
     void* grad_records;      /* [C, N, NUREC_RC_GREC_SIZE] scratch, zeroed by the launcher */
+    void* grad_abs;          /* [C, N, 2] sum over pixels of |d loss / d (u, v)| (SPEC 8's absgrad;
+                                the glue allows it with one pass of channels), or NULL */
     void* grad_colors;       /* SH: [C, N, 3] scratch (zeroed); features: unused */
     void* grad_means;        /* [N, 3] */
     void* grad_quats;        /* [N, 4] */

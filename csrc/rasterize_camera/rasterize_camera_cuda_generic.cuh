@@ -370,13 +370,15 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             const int64_t it = s_it[k];
             real_t* g = grec + NUREC_SPLAT_GREC_SIZE * it;
             real_t* gc = gcol + s_gc[k];
+            /* SPEC 8's absgrad, or NULL (the glue allows it with one pass of
+             * channels); read from the kernel's parameters here, not held in a
+             * register over the loop (the budget spilled) */
+            real_t* ga = p.grad_abs ? (real_t*)p.grad_abs + 2 * it : (real_t*)0;
             if (__popc(mask) > RC_BWD_DIRECT_LANES) {
                 /* many pixels of the warp: the warp's sums, one atomic per value */
-                NR(splat_warp_add)(v, 7 + RC_CH, lane, g, pass == 0 ? 7 : 6, gc, nch);
+                NR(splat_warp_add)(v, RC_CH, lane, g, pass == 0 ? 7 : 6, gc, nch, ga);
             } else if (contrib) {
-                for (int q = 0; q < (pass == 0 ? 7 : 6); ++q) atomicAdd(g + q, v[q]);
-                for (int q = 0; q < RC_CH; ++q)
-                    if (q < nch) atomicAdd(gc + q, v[7 + q]);
+                NR(splat_lane_add)(v, RC_CH, g, pass == 0 ? 7 : 6, gc, nch, ga);
             }
         }
     }

@@ -39,7 +39,7 @@ extern "C" {
 #error "a lidar tile must be a whole number of warps (warp shuffles in the backward)"
 #endif
 #ifndef RL_CH
-#define RL_CH 2                            /* channels per pass */
+#define RL_CH NUREC_RL_CHANNELS_PER_PASS    /* channels per pass */
 #endif
 /* 256 x 4 blocks: <= 64 registers (spills 48 B; 3 blocks, 80 registers,
    measured 6% slower) */
@@ -69,8 +69,8 @@ extern "C" {
 #define RL_FWD_CARVEOUT 0
 #endif
 
-#if 7 + RL_CH > 16
-#error "splat_warp_add sums at most 16 values: 7 record values + RL_CH channels"
+#if 9 + RL_CH > 16
+#error "splat_warp_add sums at most 16 values: 7 record values + RL_CH channels + 2 absgrad"
 #endif
 
 #define NUREC_GENERIC_FILE "rasterize_lidar/rasterize_lidar_cuda_generic.cuh"
@@ -191,6 +191,8 @@ extern "C" int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_p
     const int64_t C = p->num_sweeps, N = p->num_gaussians, P = C * N;
     set_carveouts();
     if (P > 0 && cudaMemsetAsync(p->grad_records, 0, el * NUREC_SPLAT_GREC_SIZE * (size_t)P, s) != cudaSuccess)
+        return NUREC_ERR_CUDA;
+    if (P > 0 && p->grad_abs && cudaMemsetAsync(p->grad_abs, 0, el * 2 * (size_t)P, s) != cudaSuccess)
         return NUREC_ERR_CUDA;
     size_t gf = el * (size_t)(p->channels * N);
     if (gf > 0 && cudaMemsetAsync(p->grad_features, 0, gf, s) != cudaSuccess) return NUREC_ERR_CUDA;

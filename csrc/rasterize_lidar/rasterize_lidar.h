@@ -38,6 +38,8 @@ extern "C" {
  * rays are exactly its columns' azimuths, and each warp (32 consecutive
  * columns, 3.2 degrees) culls what cannot reach it (the CUDA kernels). */
 #ifndef NUREC_RL_TILE_ROWS /* overridable for benchmark variants (setup.py: both compilers' flags) */
+/* feature channels a CUDA tile pass composites (rasterize_lidar.cu's RL_CH) */
+#define NUREC_RL_CHANNELS_PER_PASS 2
 #define NUREC_RL_TILE_ROWS 1
 #endif
 #ifndef NUREC_RL_TILE_COLS
@@ -109,6 +111,8 @@ typedef struct nurec_rasterize_lidar_params {
     const void* grad_range;  /* [C, R, W] */
     const void* grad_alpha;  /* [C, R, W] */
     void* grad_records;      /* [C, N, NUREC_SPLAT_GREC_SIZE] scratch, zeroed by the launcher */
+    void* grad_abs;          /* [C, N, 2] sum over rays of |d loss / d (azimuth, elevation)| (SPEC 8's
+                                absgrad; the glue allows it with one pass of channels), or NULL */
     void* grad_means;        /* [N, 3] */
     void* grad_quats;        /* [N, 4] */
     void* grad_scales;       /* [N, 3] */

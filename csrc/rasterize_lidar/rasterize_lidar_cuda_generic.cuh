@@ -517,12 +517,14 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
             if (cm == 0) continue;
             real_t* g = grec + NUREC_SPLAT_GREC_SIZE * x.it;
             real_t* gc = gfeat + D * (x.it % N) + c0;
+            /* SPEC 8's absgrad, or NULL (the glue allows it with one pass of
+             * channels); read from the kernel's parameters here, not held in a
+             * register over the loop (the budget spilled) */
+            real_t* ga = p.grad_abs ? (real_t*)p.grad_abs + 2 * x.it : (real_t*)0;
             if (__popc(cm) > RL_BWD_DIRECT_LANES) {
-                NR(splat_warp_add)(v, 7 + RL_CH, lane, g, pass == 0 ? 7 : 6, gc, nch);
+                NR(splat_warp_add)(v, RL_CH, lane, g, pass == 0 ? 7 : 6, gc, nch, ga);
             } else if (contrib) {
-                for (int q = 0; q < (pass == 0 ? 7 : 6); ++q) atomicAdd(g + q, v[q]);
-                for (int q = 0; q < RL_CH; ++q)
-                    if (q < nch) atomicAdd(gc + q, v[7 + q]);
+                NR(splat_lane_add)(v, RL_CH, g, pass == 0 ? 7 : 6, gc, nch, ga);
             }
         }
     }

@@ -52,14 +52,15 @@ static real_t NR(splat_cell_forward)(const int32_t* items, int64_t start, int64_
 }
 
 /* Back to front over the entries [start, start + last) of the forward:
- * adds each Gaussian's gradient to its record row (grad_records, 7 values)
- * and its feature row. T is the forward's final transmittance, S[D] what
+ * adds each Gaussian's gradient to its record row (grad_records, 7 values),
+ * its feature row and, when gabs is not NULL, the absolute values of this
+ * cell's (u, v) gradient to its gabs row (2 values, SPEC 8's absgrad). T is the forward's final transmittance, S[D] what
  * was composited behind the list (the background, or 0; overwritten), gf
  * (D), gz and g_alpha the cell's output gradients. */
 static void NR(splat_cell_backward)(const int32_t* items, int64_t start, int32_t last, const real_t* records,
                                     const NR(splat_rows)* feats, int64_t D, real_t cu, real_t cv, real_t T,
                                     real_t* S, const real_t* gf, real_t gz, real_t g_alpha, real_t* grec,
-                                    const NR(splat_rows)* gfeats) {
+                                    const NR(splat_rows)* gfeats, real_t* gabs) {
     real_t Sz = 0, gTa = g_alpha * T;
     for (int64_t j = start + last - 1; j >= start; --j) {
         int64_t it = items[j];
@@ -72,7 +73,13 @@ static void NR(splat_cell_backward)(const int32_t* items, int64_t start, int32_t
         real_t* gc = NR(splat_row)(gfeats, it);
         for (int64_t k = 0; k < D; ++k) gc[k] += w * gf[k];
         real_t* g = grec + NUREC_SPLAT_GREC_SIZE * it;
+        real_t here[6] = {0, 0, 0, 0, 0, 0};
+        NR(splat_alpha_vjp)(rec, vis, dx, dy, ga, here);
+        for (int k = 0; k < 6; ++k) g[k] += here[k];
         g[6] += w * gz;
-        NR(splat_alpha_vjp)(rec, vis, dx, dy, ga, g);
+        if (gabs) {
+            gabs[2 * it] += R_FABS(here[0]);
+            gabs[2 * it + 1] += R_FABS(here[1]);
+        }
     }
 }

@@ -36,21 +36,44 @@ NUREC_HD_DEV real_t NR(splat_warp_reduce16)(real_t a[16], int lane) {
     return a[0] + __shfl_xor_sync(0xffffffffu, a[0], 1);
 }
 
-/* Adds the warp's sums of one Gaussian's gradient v[nv] (7 record values,
- * then the features) to global memory: record values q < n_rec to
- * g_rec[q], features q - 7 < n_feat to g_feat[q - 7]; one atomic per value,
- * issued by 16 lanes at once. Every lane of the warp must call it. */
-NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int nv, int lane, real_t* g_rec, int n_rec,
-                                     real_t* g_feat, int n_feat) {
+/* Adds the warp's sums of one Gaussian's gradient to global memory. v holds
+ * 7 record values, then nfs feature slots: record values q < n_rec go to
+ * g_rec[q], features f < n_feat to g_feat[f], and when g_abs is not NULL
+ * the sums of |v[0]|, |v[1]| (SPEC section 8's absgrad) to g_abs[0..1], in
+ * the butterfly's spare slots (the 16 shuffles sum 16 values either way);
+ * one atomic per value, issued by 16 lanes at once. Every lane of the warp
+ * must call it. */
+NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int nfs, int lane, real_t* g_rec, int n_rec,
+                                     real_t* g_feat, int n_feat, real_t* g_abs) {
+    const int nv = 7 + nfs;
     real_t a[16];
 #pragma unroll
     for (int q = 0; q < 16; ++q) a[q] = q < nv ? v[q] : (real_t)0;
+    if (g_abs) {
+        a[nv] = R_FABS(v[0]);
+        a[nv + 1] = R_FABS(v[1]);
+    }
     const real_t total = NR(splat_warp_reduce16)(a, lane);
     const int q = nurec_splat_reduced_index(lane);
     if ((lane & 1) != 0) return;
     if (q < 7) {
         if (q < n_rec) atomicAdd(g_rec + q, total);
-    } else if (q - 7 < n_feat) {
-        atomicAdd(g_feat + (q - 7), total);
+    } else if (q - 7 < nfs) {
+        if (q - 7 < n_feat) atomicAdd(g_feat + (q - 7), total);
+    } else if (q - 7 - nfs < 2 && g_abs) {
+        atomicAdd(g_abs + (q - 7 - nfs), total);
+    }
+}
+
+/* The same for a lane that adds its own values (few lanes of the warp
+ * contribute). */
+NUREC_HD_DEV void NR(splat_lane_add)(const real_t* v, int nfs, real_t* g_rec, int n_rec, real_t* g_feat,
+                                     int n_feat, real_t* g_abs) {
+    for (int q = 0; q < n_rec; ++q) atomicAdd(g_rec + q, v[q]);
+    for (int q = 0; q < nfs; ++q)
+        if (q < n_feat) atomicAdd(g_feat + q, v[7 + q]);
+    if (g_abs) {
+        atomicAdd(g_abs, R_FABS(v[0]));
+        atomicAdd(g_abs + 1, R_FABS(v[1]));
     }
 }
