@@ -67,12 +67,19 @@ fi
 if [ -n "${TRAINERS:-}" ]; then
     step "trainers: a gsplat-style loop with gsplat, then with nurec_ops (one import)"
     wait $GS 2>/dev/null; tail -1 /tmp/gsplat_setup.log
-    for s in default "default --absgrad" mcmc; do
-        PYTHONPATH=/tmp/site:$PYTHONPATH timeout ${SWAP_TIMEOUT:-120} python3 examples/gsplat_trainer_swap.py \
-            --steps ${SWAP_STEPS:-1000} --n 20000 --width 640 --height 480 --cameras 8 --strategy $s 2>&1 | quiet
+    for size in "--n 20000 --width 640 --height 480" "--n 200000 --width 1280 --height 960"; do
+        for s in default "default --absgrad" mcmc; do
+            echo "-- $size --strategy $s"
+            PYTHONPATH=/tmp/site:$PYTHONPATH timeout ${SWAP_TIMEOUT:-120} python3 examples/gsplat_trainer_swap.py \
+                --steps ${SWAP_STEPS:-1000} $size --cameras 8 --strategy $s 2>&1 | quiet
+        done
     done | tee "$OUT/trainer_swap.log"
+    echo "-- host time by op (small scene, default strategy)"
+    PYTHONPATH=/tmp/site:$PYTHONPATH timeout 120 python3 examples/gsplat_trainer_swap.py --steps 200 --n 20000 \
+        --width 640 --height 480 --cameras 8 --profile 2>&1 | quiet > "$OUT/trainer_swap_profile.log"
+    grep -E "^---|Self CPU time total|Self CUDA time total" "$OUT/trainer_swap_profile.log"
     step "train_street (large) densifying with gsplat's strategies, SH ramp to 3"
-    for s in default mcmc; do
+    for s in none default mcmc; do
         echo "-- --strategy $s"
         PYTHONPATH=/tmp/site:$PYTHONPATH timeout ${STREET_TIMEOUT:-150} python3 examples/train_street.py --fused \
             --strategy $s --sh-degree 3 --steps ${STREET_STEPS:-600} --quiet --out /tmp/ts_$s 2>&1 | quiet | tail -10

@@ -13,6 +13,8 @@ extern "C" {
 #include "track_poses/track_poses.h"
 #include "rasterize_camera/rasterize_camera.h"  // rasterize_camera (issue 3)
 #include "rasterize_lidar/rasterize_lidar.h"    // rasterize_lidar (issue 4)
+#include "splat_meta/splat_meta.h"              // SPEC 8's meta of both rasterizers
+#include "tiles/tiles.h"
 }
 
 #ifdef NUREC_WITH_CUDA
@@ -980,6 +982,48 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lid
 }
 // ======================================================= end rasterize_lidar
 
+// ================================================================ splat_meta
+// SPEC section 8's (means2d, radii, depths) of either rasterizer's forward
+// records, in one pass.
+std::tuple<Tensor, Tensor, Tensor> splat_meta(Tensor records, Tensor counts, std::optional<Tensor> cell,
+                                              double cell_u, double cell_v) {
+    const char* op = "splat_meta";
+    check_shape(op, "records", records, {-1, -1, NUREC_TREC_SIZE}, "[C, N, 8] (a rasterizer forward's records)");
+    check_real(op, "records", records, records, "records");
+    const int64_t C = records.size(0), N = records.size(1);
+    check_shape(op, "counts", counts, {C, N}, "[C, N]");
+    check_dtype(op, "counts", counts, ScalarType::Long);
+    check_device(op, "counts", counts, records, "records");
+    NUREC_CHECK(cell_u > 0 && cell_v > 0, "nurec_ops.", op, ": the cell size must be > 0, got ", cell_u, " x ",
+                cell_v);
+    nurec_splat_meta_params p = {};
+    p.dtype = dtype_code(records);
+    p.num_items = C * N;
+    records = dense(records);
+    counts = dense(counts);
+    Tensor cell_d;
+    if (cell.has_value()) {
+        check_shape(op, "cell", *cell, {2}, "[2]");
+        check_real(op, "cell", *cell, records, "records");
+        check_device(op, "cell", *cell, records, "records");
+        cell_d = dense(*cell);
+        p.cell = cell_d.data_ptr();
+    }
+    p.records = records.data_ptr();
+    p.counts = (const int64_t*)counts.data_ptr();
+    p.cell_u = cell_u;
+    p.cell_v = cell_v;
+    Tensor means2d = empty_like_shape(records, {C, N, 2});
+    Tensor radii = empty_dense(records, {C, N, 2}, aoti_torch_dtype_int32());
+    Tensor depths = empty_like_shape(records, {C, N});
+    p.means2d = means2d.data_ptr();
+    p.radii = (int32_t*)radii.data_ptr();
+    p.depths = depths.data_ptr();
+    check_status(op, launch(op, records, p, nurec_splat_meta_cpu, NUREC_CUDA_ONLY(nurec_splat_meta_cuda)));
+    return {means2d, radii, depths};
+}
+// ============================================================ end splat_meta
+
 }  // namespace
 
 STABLE_TORCH_LIBRARY(nurec_ops, m) {
@@ -1036,6 +1080,8 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
           "Tensor seg_last, float near, float far, float eps2d, int segment_min, bool absgrad=False) "
           "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor grad_records, Tensor grad_abs)");
     // ---- end rasterize_lidar
+    m.def("splat_meta(Tensor records, Tensor counts, Tensor? cell, float cell_u, float cell_v) "
+          "-> (Tensor means2d, Tensor radii, Tensor depths)");
 }
 
 // One function serves both dispatch keys: it branches on the device itself.
@@ -1050,7 +1096,8 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
     m.impl("rasterize_camera_fwd", TORCH_BOX(&rasterize_camera_fwd)); /* issue 3 */      \
     m.impl("rasterize_camera_bwd", TORCH_BOX(&rasterize_camera_bwd));                  \
     m.impl("rasterize_lidar_fwd", TORCH_BOX(&rasterize_lidar_fwd)); /* issue 4 */        \
-    m.impl("rasterize_lidar_bwd", TORCH_BOX(&rasterize_lidar_bwd));
+    m.impl("rasterize_lidar_bwd", TORCH_BOX(&rasterize_lidar_bwd));                    \
+    m.impl("splat_meta", TORCH_BOX(&splat_meta));
 
 STABLE_TORCH_LIBRARY_IMPL(nurec_ops, CPU, m) { NUREC_REGISTER_IMPLS(m) }
 #ifdef NUREC_WITH_CUDA

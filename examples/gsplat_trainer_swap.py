@@ -105,7 +105,12 @@ def train(which, args, device):
         strategy.check_sanity(params, optimizers)
         state = strategy.initialize_state()
     times = []
+    prof = None
     for step in range(args.steps):
+        if args.profile and step == args.steps - 20:  # the last 20 steps under the profiler
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]
+                                          + ([torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else []))
+            prof.__enter__()
         if device.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
@@ -129,6 +134,10 @@ def train(which, args, device):
         if device.type == "cuda":
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+    if prof is not None:
+        prof.__exit__(None, None, None)
+        print(f"--- {which}: the last 20 steps, by host time")
+        print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=14, max_name_column_width=60))
     with torch.no_grad():
         out, _, _ = render(rasterization, params, V, K, args.width, args.height)
     return dict(step_ms=1e3 * statistics.median(times[len(times) // 4:]), psnr=psnr(out, target),
@@ -145,6 +154,7 @@ def main(argv=None):
     ap.add_argument("--strategy", default="default", choices=["default", "mcmc", "none"])
     ap.add_argument("--absgrad", action="store_true", help="DefaultStrategy on gsplat's absgrad")
     ap.add_argument("--device", default=None)
+    ap.add_argument("--profile", action="store_true", help="print the host and device time of the last 20 steps by op")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))

@@ -26,8 +26,27 @@ import weakref
 
 import torch
 
-_CACHE = {}  # id(table) -> (weakref to it, its _version, (canonical azimuths, order))
+_CACHE = {}  # (what, ids of the tensors) -> (weakrefs to them, their _versions, the derived value)
 _CACHE_MAX = 64
+
+
+def cached(what, tensors, derive):
+    """``derive(*tensors)``, cached per the tensors' identities and version
+    counters (an in-place change derives again); derived afresh while
+    torch.compile traces."""
+    if torch.compiler.is_compiling():
+        return derive(*tensors)
+    key = (what,) + tuple(id(t) for t in tensors)
+    hit = _CACHE.get(key)
+    if hit is not None and all(r() is t and v == t._version for r, v, t in zip(hit[0], hit[1], tensors)):
+        return hit[2]
+    out = derive(*tensors)
+    if len(_CACHE) >= _CACHE_MAX:
+        dead = [k for k, v in _CACHE.items() if any(r() is None for r in v[0])]
+        for k in dead or list(_CACHE)[: _CACHE_MAX // 2]:
+            _CACHE.pop(k, None)
+    _CACHE[key] = (tuple(weakref.ref(t) for t in tensors), tuple(t._version for t in tensors), out)
+    return out
 
 
 def canonical_columns(column_azimuths):
@@ -35,17 +54,24 @@ def canonical_columns(column_azimuths):
     ``[W]``: canonical column k is the user's column ``order[k]``, at azimuth
     ``azimuths[k]`` (the user's azimuth plus a multiple of 2 pi)."""
     t = column_azimuths
-    if torch.compiler.is_compiling() or t.dim() != 1:
+    if t.dim() != 1:
         return _derive(t)
-    hit = _CACHE.get(id(t))
-    if hit is not None and hit[0]() is t and hit[1] == t._version:
-        return hit[2]
-    out = _derive(t)
-    if len(_CACHE) >= _CACHE_MAX:
-        for k in [k for k, v in _CACHE.items() if v[0]() is None] or list(_CACHE)[: _CACHE_MAX // 2]:
-            _CACHE.pop(k, None)
-    _CACHE[id(t)] = (weakref.ref(t), t._version, out)
-    return out
+    return cached("columns", (t,), _derive)
+
+
+def cell_size(row_elevations, canonical_azimuths):
+    """A lidar cell's size [2] (mean column spacing, mean row spacing, in
+    radians) on the table's device: SPEC 8's radii are in cells. Cached per
+    table (no host sync, no small kernels per call)."""
+    return cached("cell", (row_elevations, canonical_azimuths), _cell)
+
+
+def _cell(row_el, col_az):
+    with torch.no_grad():
+        R, W = row_el.shape[0], col_az.shape[0]
+        col = (col_az[-1] - col_az[0]).abs() / max(W - 1, 1) if W > 1 else col_az.new_tensor(2 * math.pi)
+        row = ((row_el.max() - row_el.min()) / max(R - 1, 1) if R > 1 else row_el.new_tensor(1.0))
+        return torch.stack((col, row)).clamp_min(1e-12)
 
 
 def _derive(t):

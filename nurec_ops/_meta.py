@@ -23,25 +23,42 @@ binning dropped), ``depths [C, N]`` (camera z, lidar range)."""
 
 def meta_of(records, counts, cell=(1.0, 1.0), means2d=None):
     """Meta from a forward's records [C, N, 8] (u, v, conic A B C, opacity,
-    depth, threshold) and tile counts [C, N]; ``cell`` is a cell's size in
-    the records' units (1 pixel; the lidar's mean column and row spacing)
-    for the radii. ``means2d``, if given, is filled in place."""
+    depth, threshold) and tile counts [C, N], by the one-pass op
+    ``nurec_ops::splat_meta``; ``cell`` is a cell's size in the records'
+    units, two Python numbers (the camera: 1 pixel) or a [2] device tensor
+    (the lidar's mean column and row spacing), for the radii. ``means2d``,
+    if given (the leaf of means2d_grad), receives the projected means."""
     rec = records.detach()
-    A, B, Cc, thr = rec[..., 2], rec[..., 3], rec[..., 4], rec[..., 7]
-    delta = A * Cc - B * B
-    ext = torch.sqrt((torch.stack((thr * Cc, thr * A), -1) / delta[..., None]).clamp_min(0))
     if isinstance(cell, torch.Tensor):
-        ext = ext / cell
+        m2d, radii, depths = torch.ops.nurec_ops.splat_meta(rec, counts, cell, 1.0, 1.0)
     else:  # Python numbers: no host-to-device copy (that would synchronize)
-        ext = torch.stack((ext[..., 0] / float(cell[0]), ext[..., 1] / float(cell[1])), -1)
-    kept = (counts > 0)[..., None]
-    radii = torch.where(kept, torch.ceil(ext), torch.zeros_like(ext)).to(torch.int32)
-    if means2d is None:
-        means2d = rec[..., :2].clone()
-    else:
+        m2d, radii, depths = torch.ops.nurec_ops.splat_meta(rec, counts, None, float(cell[0]), float(cell[1]))
+    if means2d is not None:
         with torch.no_grad():
-            means2d.copy_(rec[..., :2])
-    return Meta(means2d, radii, rec[..., 6].clone())
+            means2d.copy_(m2d)
+        m2d = means2d
+    return Meta(m2d, radii, depths)
+
+
+@torch.library.register_fake("nurec_ops::splat_meta")
+def _fake_splat_meta(records, counts, cell, cell_u, cell_v):
+    from . import _checks as Ck
+
+    op = "splat_meta"
+    Ck.shape(op, "records", records, (-1, -1, 8), "[C, N, 8] (a rasterizer forward's records)")
+    Ck.real(op, "records", records, records, "records")
+    C, N = records.shape[:2]
+    Ck.shape(op, "counts", counts, (C, N), "[C, N]")
+    Ck.dtype(op, "counts", counts, torch.int64)
+    Ck.device(op, "counts", counts, records, "records")
+    if not (cell_u > 0 and cell_v > 0):
+        Ck.fail(op, f"the cell size must be > 0, got {cell_u} x {cell_v}")
+    if cell is not None:
+        Ck.shape(op, "cell", cell, (2,), "[2]")
+        Ck.real(op, "cell", cell, records, "records")
+        Ck.device(op, "cell", cell, records, "records")
+    e = records.new_empty
+    return e((C, N, 2)), e((C, N, 2), dtype=torch.int32), e((C, N))
 
 
 def means2d_grad_function(autograd_op, setup_context, backward_with_records):
@@ -91,12 +108,14 @@ def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_g
         _checks.fail(op, "`absgrad=True` needs `means2d_grad=True` (it lands in meta.means2d.absgrad)")
     m2d = None
     if means2d_grad and torch.is_grad_enabled():
-        m2d = like.new_zeros((C, N, 2)).requires_grad_(True)
+        # leaves whose values the forward does not read (empty: no fill
+        # kernel); meta_of writes the projected means into m2d
+        m2d = like.new_empty((C, N, 2)).requires_grad_(True)
         m2d_abs = None
         if absgrad:
             # a second leaf carries the absgrad through autograd; after its
             # gradient accumulates it is exposed where gsplat puts it
-            m2d_abs = like.new_zeros((C, N, 2)).requires_grad_(True)
+            m2d_abs = like.new_empty((C, N, 2)).requires_grad_(True)
             m2d_abs.register_post_accumulate_grad_hook(lambda t: setattr(m2d, "absgrad", t.grad))
         out = run(lambda *a: with_m2d.apply(m2d, m2d_abs, *a))
     else:

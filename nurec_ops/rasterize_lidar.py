@@ -8,7 +8,7 @@ import torch
 
 from . import _binning
 from . import _checks as Ck
-from ._lidar_table import canonical_columns
+from ._lidar_table import canonical_columns, cell_size
 from ._library import AutogradOp, named_outputs, ops
 from ._meta import means2d_grad_function, run_with_meta
 from .nvtx import ranged
@@ -118,12 +118,8 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
         return _binning.run_binned(_OP, forward, args, means.device, (C, _binning.leading(row_elevations), W),
                                    C * N, binning, capacity, on_overflow, report=9)
 
-    def cell():  # mean column and row spacing, as device tensors (no sync)
-        R = row_elevations.shape[0]
-        col = (col_az[-1] - col_az[0]).abs() / max(W - 1, 1) if W > 1 else col_az.new_tensor(2 * math.pi)
-        row = ((row_elevations.max() - row_elevations.min()) / max(R - 1, 1) if R > 1
-               else row_elevations.new_tensor(1.0))
-        return torch.stack((col, row)).clamp_min(1e-12)
+    def cell():  # mean column and row spacing, a device tensor cached per table (no sync)
+        return cell_size(row_elevations, col_az)
     return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad, cell, _OUTPUTS,
                          absgrad)
 

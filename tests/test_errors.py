@@ -63,6 +63,9 @@ def _valid(op, device):
                     grad_scales=torch.ones(N, 3, **f64), grad_opacities=torch.ones(N, **f64), **coll)
     if op == "collect":
         return dict(gauss, **track)
+    if op == "splat_meta":
+        return dict(records=torch.ones(2, N, 8, **f64), counts=torch.ones(2, N, **i64), cell=torch.ones(2, **f64),
+                    cell_u=1.0, cell_v=1.0)
     raise KeyError(op)
 
 
@@ -197,6 +200,17 @@ case((CL,), "mode", "linear", value("linear"))
 case((CL,), "track_ids", "float32", dtype(torch.float32))
 case((CL,), "means", "shape", shape(N, 2))
 case((CL,), "key_poses", "device", device())
+
+# splat_meta (SPEC 8's meta of both rasterizers)
+SM = "splat_meta"
+case((SM,), "records", "shape", shape(2, N, 7))
+case((SM,), "records", "int64", dtype(torch.int64))
+case((SM,), "counts", "shape", shape(2, N + 1))
+case((SM,), "counts", "int32", dtype(torch.int32))
+case((SM,), "counts", "device", device())
+case((SM,), "cell", "shape", shape(3))
+case((SM,), "cell", "float32", dtype(torch.float32))
+case((SM,), "cell", "device", device())
 
 
 # A C++ check that throws must surface as a Python RuntimeError. If the

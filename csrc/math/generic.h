@@ -8,7 +8,7 @@
  *   real_t      the scalar type (float, then double)
  *   NR(name)    name suffixed with the type: name_f32 / name_f64
  *   R_SQRT, R_EXP, R_SIN, R_COS, R_ATAN2, R_FABS, R_LOG, R_FMAX, R_FMIN,
- *   R_LOG1P, R_EXPM1
+ *   R_LOG1P, R_EXPM1, R_CEIL
  *               the math function of that precision (sqrtf / sqrt, ...)
  *   R_DTYPE     NUREC_F32 / NUREC_F64 (R_IS_F64: 0 / 1, for #if)
  *
@@ -35,6 +35,7 @@
 #define R_FABS fabsf
 #define R_FMAX fmaxf
 #define R_FMIN fminf
+#define R_CEIL ceilf
 #include NUREC_GENERIC_FILE
 #undef real_t
 #undef NR
@@ -51,6 +52,7 @@
 #undef R_FABS
 #undef R_FMAX
 #undef R_FMIN
+#undef R_CEIL
 
 #define real_t double
 #define NR(name) NUREC_PASTE(name, f64)
@@ -67,6 +69,7 @@
 #define R_FABS fabs
 #define R_FMAX fmax
 #define R_FMIN fmin
+#define R_CEIL ceil
 #include NUREC_GENERIC_FILE
 #undef real_t
 #undef NR
@@ -83,5 +86,6 @@
 #undef R_FABS
 #undef R_FMAX
 #undef R_FMIN
+#undef R_CEIL
 
 #undef NUREC_GENERIC_FILE
