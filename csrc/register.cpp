@@ -14,6 +14,7 @@ extern "C" {
 #include "rasterize_camera/rasterize_camera.h"  // rasterize_camera (issue 3)
 #include "rasterize_lidar/rasterize_lidar.h"    // rasterize_lidar (issue 4)
 #include "splat_meta/splat_meta.h"              // SPEC 8's meta of both rasterizers
+#include "sensors/camera_models.h"              // SPEC 6's camera models
 #include "tiles/tiles.h"
 }
 
@@ -634,7 +635,26 @@ struct RcInputs : SplatGaussians {
     nurec_rasterize_camera_params p;
     Tensor Ks;
     std::optional<Tensor> backgrounds;
+    Tensor model_params;
 };
+
+// SPEC 6: the camera model's code and its packed parameters per camera
+// [C, NUREC_CAM_PARAMS] (nurec_ops/_camera_models.py packs them).
+void rc_model(const char* op, RcInputs& in, int64_t camera_model, const std::optional<Tensor>& model_params) {
+    NUREC_CHECK(camera_model >= NUREC_CAM_PINHOLE && camera_model <= NUREC_CAM_FTHETA, "nurec_ops.", op,
+                ": `camera_model` must be 0..3 (pinhole, opencv, fisheye, ftheta), got ", camera_model);
+    in.p.camera_model = (int)camera_model;
+    in.p.model_params = nullptr;
+    if (camera_model == NUREC_CAM_PINHOLE) return;
+    NUREC_CHECK(model_params.has_value(), "nurec_ops.", op, ": `model_params` is needed for camera_model ",
+                camera_model);
+    check_shape(op, "model_params", *model_params, {in.p.num_cameras, NUREC_CAM_PARAMS},
+                "[C, 20] (C = viewmats.shape[0]; packed by nurec_ops._camera_models)");
+    check_real(op, "model_params", *model_params, in.means, "means");
+    check_device(op, "model_params", *model_params, in.means, "means");
+    in.model_params = dense(*model_params);
+    in.p.model_params = in.model_params.data_ptr();
+}
 
 RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, const Tensor& scales,
                    const Tensor& opacities, const Tensor& features, const Tensor& viewmats,
@@ -727,10 +747,12 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
                                          Tensor Ks, std::optional<Tensor> backgrounds,
                                          int64_t width, int64_t height, double near_plane,
                                          double far_plane, int64_t sh_degree, int64_t segments,
-                                         int64_t segment_min, int64_t capacity) {
+                                         int64_t segment_min, int64_t capacity, int64_t camera_model,
+                                         std::optional<Tensor> model_params) {
     const char* op = "rasterize_camera";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
+    rc_model(op, in, camera_model, model_params);
     nurec_rasterize_camera_params& p = in.p;
     const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
     splat_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
@@ -770,10 +792,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_cam
     std::optional<Tensor> backgrounds, Tensor records, Tensor counts, Tensor colors,
     Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
     Tensor seg_state, Tensor seg_last, int64_t width, int64_t height, double near_plane, double far_plane,
-    int64_t sh_degree, int64_t segment_min, bool absgrad) {
+    int64_t sh_degree, int64_t segment_min, int64_t camera_model, std::optional<Tensor> model_params,
+    bool absgrad) {
     const char* op = "rasterize_camera_backward";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
+    rc_model(op, in, camera_model, model_params);
     nurec_rasterize_camera_params& p = in.p;
     const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
     const int64_t P = C * N;
@@ -1052,7 +1076,7 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
     m.def("rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, "
           "Tensor features, Tensor viewmats, Tensor Ks, Tensor? backgrounds, int width, "
           "int height, float near, float far, int sh_degree, int segments, int segment_min, "
-          "int capacity) -> (Tensor render, "
+          "int capacity, int camera_model=0, Tensor? model_params=None) -> (Tensor render, "
           "Tensor depth, Tensor alpha, Tensor records, Tensor counts, Tensor colors, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
           "Tensor seg_state, Tensor seg_last)");
@@ -1061,7 +1085,8 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
           "Tensor viewmats, Tensor Ks, Tensor? backgrounds, Tensor records, Tensor counts, "
           "Tensor colors, Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, "
           "Tensor status, Tensor seg_state, Tensor seg_last, int width, int height, float near, "
-          "float far, int sh_degree, int segment_min, bool absgrad=False) -> (Tensor, Tensor, Tensor, "
+          "float far, int sh_degree, int segment_min, int camera_model=0, Tensor? model_params=None, "
+          "bool absgrad=False) -> (Tensor, Tensor, Tensor, "
           "Tensor, Tensor, Tensor grad_records, Tensor grad_abs)");
     // ---- end rasterize_camera
     // ---- rasterize_lidar (issue 4)

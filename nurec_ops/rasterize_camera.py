@@ -5,6 +5,7 @@ import os
 import torch
 
 from . import _binning
+from . import _camera_models
 from . import _checks as Ck
 from ._library import AutogradOp, named_outputs, ops
 from ._meta import Meta, means2d_grad_function, run_with_meta  # noqa: F401  (Meta: the return_meta type)
@@ -111,12 +112,6 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     quaternion is the identity with zero gradient; gradients do not flow
     into viewmats, Ks, near or far.
     """
-    if camera_model != "pinhole" or model_args:
-        raise NotImplementedError(
-            f"nurec_ops.rasterize_camera: `camera_model={camera_model!r}`"
-            + (f" (and {sorted(model_args)})" if model_args else "")
-            + " is not in the fused op yet (only 'pinhole'); nurec_ops.reference.rasterize_camera renders the "
-              "SPEC 6 models")
     sh = -1 if sh_degree is None else int(sh_degree)
     if sh < 0 and features.dim() == 3:
         Ck.fail(_OP, "`features` is [N, K, 3] (SH coefficients) but `sh_degree` is None; pass sh_degree")
@@ -126,11 +121,14 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     if absgrad and D > 4:  # the glue's rule (one CUDA pass of channels), checked before any work
         Ck.fail(_OP, f"`absgrad` supports at most 4 feature channels (RGB or SH), got {D}")
     segments = _segments_for(means.device, means.dtype, C, height, width, D)
+    code, model_params, Ks = _camera_models.pack(_OP, camera_model, C, means, Ks, model_args)
     args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
             float(near), float(far), sh, segments, _SEGMENT_MIN)
+    tail = (code, model_params)
+
     def run(forward):
-        return _binning.run_binned(_OP, forward, args, means.device, (C, width, height), C * N, binning, capacity,
-                                   on_overflow, report=10)
+        return _binning.run_binned(_OP, lambda *a: forward(*a, *tail), args, means.device, (C, width, height),
+                                   C * N, binning, capacity, on_overflow, report=10)
     return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad,
                          lambda: (1.0, 1.0), _OUTPUTS, absgrad)
 
@@ -185,11 +183,25 @@ def _check(op, means, quats, scales, opacities, features, viewmats, Ks, backgrou
     return C, N, D, K
 
 
+def _check_model(op, C, means, camera_model, model_params):
+    if not 0 <= camera_model <= 3:
+        Ck.fail(op, f"`camera_model` must be 0..3 (pinhole, opencv, fisheye, ftheta), got {camera_model}")
+    if camera_model == 0:
+        return
+    if model_params is None:
+        Ck.fail(op, f"`model_params` is needed for camera_model {camera_model}")
+    Ck.shape(op, "model_params", model_params, (C, _camera_models.PARAMS),
+             "[C, 20] (C = viewmats.shape[0]; packed by nurec_ops._camera_models)")
+    Ck.real(op, "model_params", model_params, means, "means")
+    Ck.device(op, "model_params", model_params, means, "means")
+
+
 @torch.library.register_fake("nurec_ops::rasterize_camera_fwd")
 def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height, near, far,
-          sh_degree, segments, segment_min, capacity):
+          sh_degree, segments, segment_min, capacity, camera_model=0, model_params=None):
     C, N, D, K = _check(_OP, means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width,
                         height, near, far, sh_degree)
+    _check_model(_OP, C, means, camera_model, model_params)
     Ck.segments(_OP, segments, segment_min)
     S = segments if segments > 1 and means.device.type != "cpu" else 0
     H, W = height, width
@@ -206,9 +218,11 @@ def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, 
 @torch.library.register_fake("nurec_ops::rasterize_camera_bwd")
 def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, opacities, features, viewmats,
                    Ks, backgrounds, records, counts, colors, isect_items, tile_ranges, final_T, last, status,
-                   seg_state, seg_last, width, height, near, far, sh_degree, segment_min, absgrad=False):
+                   seg_state, seg_last, width, height, near, far, sh_degree, segment_min, camera_model=0,
+                   model_params=None, absgrad=False):
     C, N, D, K = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats, Ks,
                         backgrounds, width, height, near, far, sh_degree)
+    _check_model(_OP + "_backward", C, means, camera_model, model_params)
     e = means.new_empty
     return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e(features.shape), e((C * N, 8)),
             e((C * N if absgrad else 0, 2)))
@@ -216,7 +230,9 @@ def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, op
 
 def _setup_context(ctx, inputs, output):
     (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height, near, far,
-     sh_degree, _segments, segment_min, capacity) = inputs
+     sh_degree, _segments, segment_min, capacity) = inputs[:16]
+    camera_model = inputs[16] if len(inputs) > 16 else 0
+    model_params = inputs[17] if len(inputs) > 17 else None
     _, _, _, records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last = output
     ctx.set_materialize_grads(False)
     ctx.has_bg = backgrounds is not None
@@ -226,6 +242,8 @@ def _setup_context(ctx, inputs, output):
         saved.append(backgrounds)
     ctx.save_for_backward(*saved)
     ctx.cfg = (width, height, near, far, sh_degree, segment_min)
+    ctx.model = (camera_model, model_params)  # the packed parameters: a constant, never differentiated
+    ctx.n_inputs = len(inputs)
 
 
 def _backward(ctx, g_render, g_depth, g_alpha, *_unused):
@@ -252,13 +270,15 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False):
     gm, gq, gs, go, gf, grec, gabs = ops.rasterize_camera_bwd(
         g_render, g_depth, g_alpha, means, quats, scales, opacities, features, viewmats, Ks, backgrounds,
         records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, width, height, near,
-        far, sh_degree, segment_min, absgrad)
+        far, sh_degree, segment_min, *ctx.model, absgrad)
     g_bg = None
     if ctx.has_bg and ctx.needs_input_grad[7 + getattr(ctx, "input_offset", 0)]:  # backgrounds
         ok = (status[1] == 0).to(g_render.dtype)
         g_bg = (g_render * final_T[..., None]).sum((1, 2)) * ok
         g_bg = torch.nan_to_num(g_bg, nan=0.0)
-    return gm, gq, gs, go, gf, None, None, g_bg, None, None, None, None, None, None, None, None, grec, gabs
+    n_model = ctx.n_inputs - 16  # camera_model, model_params when the call passed them
+    return (gm, gq, gs, go, gf, None, None, g_bg, None, None, None, None, None, None, None, None) + (None,) * n_model + (
+        grec, gabs)
 
 
 _FORWARD = AutogradOp("rasterize_camera_fwd", _backward, _setup_context)

@@ -264,10 +264,3 @@ def test_reference_renders_through_the_real_ftheta_rig():
                                camera_model="ftheta", **rig.params)
     assert all(torch.isfinite(o).all() for o in out)
     assert (out[2].flatten(1).amax(1) > 0.5).all()  # every camera sees Gaussians
-
-
-def test_fused_op_refuses_models_it_does_not_have_yet():
-    import nurec_ops
-    s = _scene(N=10)
-    with pytest.raises(NotImplementedError, match="`camera_model='ftheta'`"):
-        tc.run(lambda *a, **k: nurec_ops.rasterize_camera(*a, **k, camera_model="ftheta"), s)

@@ -86,8 +86,14 @@ extern "C" int nurec_rasterize_camera_project_cuda(const nurec_rasterize_camera_
     if (P == 0) return NUREC_OK;
     unsigned b = blocks_for(P, RC_PROJ_THREADS);
     cudaStream_t s = (cudaStream_t)stream;
-    if (p->dtype == NUREC_F64) rc_project_kernel_f64<<<b, RC_PROJ_THREADS, 0, s>>>(*p);
-    else rc_project_kernel_f32<<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+    const bool models = p->camera_model != NUREC_CAM_PINHOLE;
+    if (p->dtype == NUREC_F64) {
+        if (models) rc_project_kernel_f64<true><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+        else rc_project_kernel_f64<false><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+    } else {
+        if (models) rc_project_kernel_f32<true><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+        else rc_project_kernel_f32<false><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+    }
     return ok();
 }
 
@@ -155,8 +161,14 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
     }
     if (N > 0) {
         unsigned b = blocks_for(N, RC_PROJ_THREADS);
-        if (f64) rc_project_backward_kernel_f64<<<b, RC_PROJ_THREADS, 0, s>>>(*p);
-        else rc_project_backward_kernel_f32<<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+        const bool models = p->camera_model != NUREC_CAM_PINHOLE;
+        if (f64) {
+            if (models) rc_project_backward_kernel_f64<true><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+            else rc_project_backward_kernel_f64<false><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+        } else {
+            if (models) rc_project_backward_kernel_f32<true><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+            else rc_project_backward_kernel_f32<false><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+        }
     }
     return ok();
 }

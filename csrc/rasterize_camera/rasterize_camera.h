@@ -49,6 +49,8 @@ typedef struct nurec_rasterize_camera_params {
     const void* features;    /* [N, D] or [N, K, 3] */
     const void* viewmats;    /* [C, 4, 4] */
     const void* Ks;          /* [C, 3, 3] */
+    int camera_model;        /* enum nurec_camera_model (sensors/camera_models.h) */
+    const void* model_params; /* [C, NUREC_CAM_PARAMS] packed per camera, or NULL (pinhole) */
     const void* backgrounds; /* [C, D] or NULL */
     /* intermediates (forward writes, backward reads) */
     void* records;           /* [C, N, NUREC_TREC_SIZE] */

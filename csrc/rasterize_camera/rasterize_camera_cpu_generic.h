@@ -15,7 +15,7 @@ static void NR(rc_project_cpu)(const nurec_rasterize_camera_params* p) {
     real_t* records = (real_t*)p->records;
     for (int64_t c = 0; c < C; ++c) {
         NR(rc_camera) cam;
-        NR(rc_camera_load)((const real_t*)p->viewmats + 16 * c, (const real_t*)p->Ks + 9 * c, p->width, p->height, &cam);
+        NR(rc_camera_of)(p, c, &cam);
         for (int64_t g = 0; g < N; ++g) {
             int64_t it = c * N + g;
             real_t* rec = records + NUREC_TREC_SIZE * it;
@@ -130,7 +130,7 @@ static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
             int64_t it = c * N + g;
             if (p->counts[it] <= 0) continue;
             NR(rc_camera) cam;
-            NR(rc_camera_load)((const real_t*)p->viewmats + 16 * c, (const real_t*)p->Ks + 9 * c, p->width, p->height, &cam);
+            NR(rc_camera_of)(p, c, &cam);
             NR(rc_proj) P;
             real_t rec[NUREC_TREC_SIZE], q1[4], s1[3];
             NR(rc_project)(&cam, means + 3 * g, quats + 4 * g, scales + 3 * g, opac[g],

@@ -2,6 +2,11 @@
 
 #include "tiles/splat_warp_cuda_generic.cuh"
 
+/* The projection kernels come in two builds: kModels = false for the
+ * pinhole (SPEC 3; the camera's model set to a constant, so the models'
+ * jets are compiled out: they doubled the backward's registers, 121 ->
+ * 234, and halved its occupancy) and true for SPEC 6's models. */
+template <bool kModels>
 __global__ void __launch_bounds__(RC_PROJ_THREADS)
 NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
     const int64_t N = p.num_gaussians;
@@ -9,7 +14,8 @@ NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
     if (it >= p.num_cameras * N) return;
     int64_t c = it / N, g = it - c * N;
     NR(rc_camera) cam;
-    NR(rc_camera_load)((const real_t*)p.viewmats + 16 * c, (const real_t*)p.Ks + 9 * c, p.width, p.height, &cam);
+    NR(rc_camera_of)(&p, c, &cam);
+    if (!kModels) cam.model.model = NUREC_CAM_PINHOLE;
     const real_t* mp = (const real_t*)p.means + 3 * g;
     const real_t* qp = (const real_t*)p.quats + 4 * g;
     const real_t* sp = (const real_t*)p.scales + 3 * g;
@@ -385,6 +391,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
 }
 
 /* Per Gaussian: the projection VJP summed over cameras (no atomics). */
+template <bool kModels>
 __global__ void __launch_bounds__(RC_PROJ_THREADS)
 NR(rc_project_backward_kernel)(nurec_rasterize_camera_params p) {
     const int64_t N = p.num_gaussians, C = p.num_cameras;
@@ -406,7 +413,8 @@ NR(rc_project_backward_kernel)(nurec_rasterize_camera_params p) {
         int64_t it = c * N + g;
         if (p.counts[it] <= 0) continue;
         NR(rc_camera) cam;
-        NR(rc_camera_load)((const real_t*)p.viewmats + 16 * c, (const real_t*)p.Ks + 9 * c, p.width, p.height, &cam);
+        NR(rc_camera_of)(&p, c, &cam);
+        if (!kModels) cam.model.model = NUREC_CAM_PINHOLE;
         NR(rc_proj) P;
         real_t rec[NUREC_TREC_SIZE], q1[4], s1[3], gr[NUREC_SPLAT_GREC_SIZE];
         const real_t* gp = (const real_t*)p.grad_records + NUREC_SPLAT_GREC_SIZE * it;

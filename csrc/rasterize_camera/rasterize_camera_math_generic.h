@@ -1,4 +1,5 @@
 /* Generic over real_t (see math/generic.h). */
+#include "sensors/camera_models_generic.h"
 
 /* One pinhole camera: world -> camera rotation R (row-major) and t, the
  * intrinsics, the camera centre in the world (-R^T t), and the bounds of
@@ -8,6 +9,7 @@
 typedef struct NR(rc_camera) {
     real_t R[9], t[3], fx, fy, cx, cy, campos[3];
     real_t lim_x[2], lim_y[2];
+    NR(cam_model) model; /* SPEC 6 (sensors/): pinhole, or a model in jets */
 } NR(rc_camera);
 
 NUREC_HD void NR(rc_camera_load)(const real_t* V, const real_t* K, int width, int height,
@@ -24,6 +26,18 @@ NUREC_HD void NR(rc_camera_load)(const real_t* V, const real_t* K, int width, in
     c->lim_x[1] = ((real_t)width - c->cx) / c->fx + (real_t)0.3 * tan_x;
     c->lim_y[0] = -(c->cy / c->fy + (real_t)0.3 * tan_y);
     c->lim_y[1] = ((real_t)height - c->cy) / c->fy + (real_t)0.3 * tan_y;
+    c->model.model = NUREC_CAM_PINHOLE;
+}
+
+/* Camera c of a call: its pose, intrinsics and model. */
+NUREC_HD void NR(rc_camera_of)(const nurec_rasterize_camera_params* p, int64_t c, NR(rc_camera)* cam) {
+    NR(rc_camera_load)((const real_t*)p->viewmats + 16 * c, (const real_t*)p->Ks + 9 * c, p->width, p->height, cam);
+    if (p->camera_model == NUREC_CAM_PINHOLE || !p->model_params) return;
+    NR(cam_model)* m = &cam->model;
+    m->model = p->camera_model;
+    m->fx = cam->fx; m->fy = cam->fy; m->cx = cam->cx; m->cy = cam->cy;
+    const real_t* mp = (const real_t*)p->model_params + NUREC_CAM_PARAMS * c;
+    for (int k = 0; k < NUREC_CAM_PARAMS; ++k) m->mp[k] = mp[k];
 }
 
 /* v clamped to [lim[0], lim[1]]; *clamped tells whether it was moved (at
@@ -42,8 +56,92 @@ typedef struct NR(rc_proj) {
     real_t tx, ty;                  /* x, y at which J is evaluated (z * clamped x / z, y / z) */
     int clamped_x, clamped_y;
     real_t T[6];                    /* J * RM (2 x 3): Sigma_2d = T T^T + eps I */
+    real_t J[6];                    /* a SPEC 6 model's Jacobian at (tx, ty, z) (pinhole: unused) */
     real_t a, b, c, det;            /* Sigma_2d entries */
 } NR(rc_proj);
+
+/* The Jacobian's point of a SPEC 6 model: opencv's (x / z, y / z) clamped
+ * as SPEC 3's (writes tx, ty and the flags), the others' the mean itself. */
+NUREC_HD void NR(rc_model_point)(const NR(rc_camera)* cam, NR(rc_proj)* P, real_t qp[3]) {
+    const real_t z = P->p[2];
+    P->clamped_x = P->clamped_y = 0;
+    if (cam->model.model == NUREC_CAM_OPENCV) {
+        P->tx = z * NR(rc_clamp)(P->p[0] / z, cam->lim_x, &P->clamped_x);
+        P->ty = z * NR(rc_clamp)(P->p[1] / z, cam->lim_y, &P->clamped_y);
+    } else {
+        P->tx = P->p[0];
+        P->ty = P->p[1];
+    }
+    qp[0] = P->tx; qp[1] = P->ty; qp[2] = z;
+}
+
+/* rc_project's tail for a SPEC 6 model (P->p set): the mean through the
+ * model, the covariance through its Jacobian at the clamped point. */
+NUREC_HD int NR(rc_project_model)(const NR(rc_camera)* cam, const real_t q[4], const real_t s[3], real_t o,
+                                  real_t near_plane, real_t far_plane, NR(rc_proj)* P,
+                                  real_t rec[NUREC_TREC_SIZE]) {
+    if (!NR(cam_model_valid)(&cam->model, P->p, near_plane, far_plane)) return 0;
+    NR(splat_rm)(cam->R, q, s, P->qn, &P->inv_qnorm, P->Rq, P->RM);
+    real_t qp[3];
+    NR(rc_model_point)(cam, P, qp);
+    NR(jet) uv[2];
+    NR(cam_model_project)(&cam->model, qp, (const real_t*)0, (const real_t*)0, uv);
+    for (int k = 0; k < 3; ++k) {
+        P->J[k] = uv[0].g[k];
+        P->J[3 + k] = uv[1].g[k];
+    }
+    if (P->clamped_x || P->clamped_y) NR(cam_model_project)(&cam->model, P->p, (const real_t*)0, (const real_t*)0, uv);
+    for (int r = 0; r < 2; ++r)
+        for (int k = 0; k < 3; ++k)
+            P->T[3 * r + k] = P->J[3 * r] * P->RM[k] + P->J[3 * r + 1] * P->RM[3 + k] + P->J[3 * r + 2] * P->RM[6 + k];
+    NR(splat_cov2d)(P->T, (real_t)NUREC_RC_EPS2D, &P->a, &P->b, &P->c, &P->det);
+    rec[NUREC_TREC_U] = uv[0].v;
+    rec[NUREC_TREC_V] = uv[1].v;
+    if (!(P->det > 0) || !(uv[0].v == uv[0].v) || !(uv[1].v == uv[1].v)) return 0;
+    rec[NUREC_TREC_A] = P->c / P->det;
+    rec[NUREC_TREC_B] = -P->b / P->det;
+    rec[NUREC_TREC_C] = P->a / P->det;
+    if (!((real_t)255 * o >= 1)) return 0;
+    rec[NUREC_TREC_THR] = 2 * R_LOG((real_t)255 * o) + (real_t)NUREC_RC_THR_MARGIN;
+    return 1;
+}
+
+/* rc_project_vjp for a SPEC 6 model: the record's gradient -> the camera-
+ * space mean's (through the pixel at the mean, the Jacobian at its
+ * clamped point by the jets' second order, and the depth), and dRM. */
+NUREC_HD void NR(rc_project_model_vjp)(const NR(rc_camera)* cam, const NR(rc_proj)* P, const real_t* g,
+                                       const real_t dT[6], real_t gp[3], real_t dRM[9]) {
+    real_t dJ[6];
+    for (int r = 0; r < 2; ++r)
+        for (int j = 0; j < 3; ++j)
+            dJ[3 * r + j] = dT[3 * r] * P->RM[3 * j] + dT[3 * r + 1] * P->RM[3 * j + 1] + dT[3 * r + 2] * P->RM[3 * j + 2];
+    for (int j = 0; j < 3; ++j)
+        for (int k = 0; k < 3; ++k) dRM[3 * j + k] = P->J[j] * dT[k] + P->J[3 + j] * dT[3 + k];
+    real_t qp[3] = {P->tx, P->ty, P->p[2]};
+    NR(jet) uv[2];
+    NR(cam_model_project)(&cam->model, qp, dJ, dJ + 3, uv);
+    real_t gq[3], Jp[6];
+    for (int k = 0; k < 3; ++k) {
+        gq[k] = uv[0].h[0][k] + uv[1].h[1][k]; /* d/dq of sum_rj dJ_rj J_rj */
+        Jp[k] = uv[0].g[k];
+        Jp[3 + k] = uv[1].g[k];
+    }
+    if (P->clamped_x || P->clamped_y) { /* the pixel's Jacobian at the mean itself */
+        NR(cam_model_project)(&cam->model, P->p, (const real_t*)0, (const real_t*)0, uv);
+        for (int k = 0; k < 3; ++k) {
+            Jp[k] = uv[0].g[k];
+            Jp[3 + k] = uv[1].g[k];
+        }
+    }
+    for (int k = 0; k < 3; ++k) gp[k] = Jp[k] * g[0] + Jp[3 + k] * g[1];
+    /* q = (z c_x or x, z c_y or y, z): a clamped coordinate passes its
+     * gradient to z only, times its bound c = tx / z */
+    const real_t z = P->p[2];
+    gp[0] += P->clamped_x ? 0 : gq[0];
+    gp[1] += P->clamped_y ? 0 : gq[1];
+    gp[2] += gq[2] + (P->clamped_x ? gq[0] * P->tx / z : 0) + (P->clamped_y ? gq[1] * P->ty / z : 0);
+    gp[2] += g[6];
+}
 
 /* EWA projection of one Gaussian into a tile record (tiles.h layout).
  * Returns 0 (and thr = -1) when the mean is outside (near, far), the 2D
@@ -59,6 +157,8 @@ NUREC_HD int NR(rc_project)(const NR(rc_camera)* cam, const real_t m[3], const r
         P->p[r] = R[3 * r] * m[0] + R[3 * r + 1] * m[1] + R[3 * r + 2] * m[2] + cam->t[r];
     real_t x = P->p[0], y = P->p[1], z = P->p[2];
     rec[NUREC_TREC_DEPTH] = z;
+    if (cam->model.model != NUREC_CAM_PINHOLE)
+        return NR(rc_project_model)(cam, q, s, o, near_plane, far_plane, P, rec);
     if (!(z > near_plane && z < far_plane)) return 0;
     NR(splat_rm)(R, q, s, P->qn, &P->inv_qnorm, P->Rq, P->RM);
     real_t iz = 1 / z;
@@ -92,6 +192,13 @@ NUREC_HD void NR(rc_project_vjp)(const NR(rc_camera)* cam, const real_t m[3], co
     real_t x = P->p[0], y = P->p[1], z = P->p[2], iz = 1 / z, iz2 = iz * iz;
     real_t dT[6];
     NR(splat_conic_vjp)(P->a, P->b, P->c, P->det, P->T, g + 2, dT);
+    if (cam->model.model != NUREC_CAM_PINHOLE) {
+        real_t gp[3], dRM[9];
+        NR(rc_project_model_vjp)(cam, P, g, dT, gp, dRM);
+        for (int k = 0; k < 3; ++k) gm[k] += R[k] * gp[0] + R[3 + k] * gp[1] + R[6 + k] * gp[2];
+        NR(splat_rm_vjp)(R, P->qn, P->inv_qnorm, P->Rq, s, dRM, gq, gs);
+        return;
+    }
     /* T = J RM: dJ = dT RM^T, dRM = J^T dT */
     real_t dj00 = 0, dj02 = 0, dj11 = 0, dj12 = 0;
     for (int k = 0; k < 3; ++k) {

@@ -96,7 +96,10 @@ def project_model(model, means, quats, scales, viewmats, cam, near, far, width, 
         _, ok = torch.func.vmap(lambda q, c: camera_models.project(model, q, dict(c, reference_poly=ref_poly)))(
             p, batched)
         valid = valid & ok
-    stand_in = torch.tensor([0.0, 0.0, 1.0], dtype=p.dtype, device=p.device)
+    # a dropped Gaussian's stand-in point: off the optical axis, where the
+    # radial models' angle has a finite derivative (on it, sqrt's is not, and
+    # the dropped Gaussian's zero gradients became NaN)
+    stand_in = torch.tensor([0.1, 0.1, 1.0], dtype=p.dtype, device=p.device)
     p = torch.where(valid[..., None], p, stand_in)
     # the Jacobian's point: for the pinhole models its (x/z, y/z) clamped as in SPEC 3
     q = p
