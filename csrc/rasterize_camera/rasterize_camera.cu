@@ -67,8 +67,10 @@ void set_carveouts(void) {
     done = true;
     cudaFuncSetAttribute(rc_forward_kernel_f32, cudaFuncAttributePreferredSharedMemoryCarveout, RC_FWD_CARVEOUT);
     cudaFuncSetAttribute(rc_forward_kernel_f64, cudaFuncAttributePreferredSharedMemoryCarveout, RC_FWD_CARVEOUT);
-    cudaFuncSetAttribute(rc_backward_kernel_f32, cudaFuncAttributePreferredSharedMemoryCarveout, RC_BWD_CARVEOUT);
-    cudaFuncSetAttribute(rc_backward_kernel_f64, cudaFuncAttributePreferredSharedMemoryCarveout, RC_BWD_CARVEOUT);
+    cudaFuncSetAttribute(rc_backward_kernel_f32<false>, cudaFuncAttributePreferredSharedMemoryCarveout, RC_BWD_CARVEOUT);
+    cudaFuncSetAttribute(rc_backward_kernel_f64<false>, cudaFuncAttributePreferredSharedMemoryCarveout, RC_BWD_CARVEOUT);
+    cudaFuncSetAttribute(rc_backward_kernel_f32<true>, cudaFuncAttributePreferredSharedMemoryCarveout, RC_BWD_CARVEOUT);
+    cudaFuncSetAttribute(rc_backward_kernel_f64<true>, cudaFuncAttributePreferredSharedMemoryCarveout, RC_BWD_CARVEOUT);
     cudaGetLastError();
 }
 
@@ -155,8 +157,14 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
     if (C > 0 && p->width > 0 && p->height > 0 && p->channels > 0) {
         int passes = num_passes(p);
         const dim3 grid = tile_grid(p, passes);
-        if (f64) rc_backward_kernel_f64<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
-        else rc_backward_kernel_f32<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+        const bool ab = p->grad_abs != nullptr;
+        if (f64) {
+            if (ab) rc_backward_kernel_f64<true><<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+            else rc_backward_kernel_f64<false><<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+        } else {
+            if (ab) rc_backward_kernel_f32<true><<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+            else rc_backward_kernel_f32<false><<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+        }
         if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
     }
     if (N > 0) {

@@ -281,6 +281,10 @@ NR(rc_combine_kernel)(nurec_rasterize_camera_params p, int phase) {
  * over the warp's pixels with shuffles before one lane adds it to global
  * memory (when only a few lanes of the warp contribute, as for small
  * Gaussians, those lanes add directly instead). Its own register budget (RC_BWD_MIN_BLOCKS) and batch size. */
+/* kAbs: SPEC 8's absgrad is written (a build of its own, so that the plain
+ * backward keeps its registers and stack: with a runtime test its f32
+ * build spilled 8 bytes more) */
+template <bool kAbs>
 __global__ void __launch_bounds__(RC_BLOCK, sizeof(real_t) == 4 ? RC_BWD_MIN_BLOCKS_F32 : RC_BWD_MIN_BLOCKS_F64)
 NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     __shared__ real_t s_rec[RC_BWD_BATCH * 7];
@@ -376,10 +380,8 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             const int64_t it = s_it[k];
             real_t* g = grec + NUREC_SPLAT_GREC_SIZE * it;
             real_t* gc = gcol + s_gc[k];
-            /* SPEC 8's absgrad, or NULL (the glue allows it with one pass of
-             * channels); read from the kernel's parameters here, not held in a
-             * register over the loop (the budget spilled) */
-            real_t* ga = p.grad_abs ? (real_t*)p.grad_abs + 2 * it : (real_t*)0;
+            /* SPEC 8's absgrad (the glue allows it with one pass of channels) */
+            real_t* ga = kAbs ? (real_t*)p.grad_abs + 2 * it : (real_t*)0;
             if (__popc(mask) > RC_BWD_DIRECT_LANES) {
                 /* many pixels of the warp: the warp's sums, one atomic per value */
                 NR(splat_warp_add)(v, RC_CH, lane, g, pass == 0 ? 7 : 6, gc, nch, ga);

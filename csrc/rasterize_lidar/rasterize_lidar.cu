@@ -120,8 +120,10 @@ void set_carveouts(void) {
     done = true;
     cudaFuncSetAttribute(rl_forward_kernel_f32, cudaFuncAttributePreferredSharedMemoryCarveout, RL_FWD_CARVEOUT);
     cudaFuncSetAttribute(rl_forward_kernel_f64, cudaFuncAttributePreferredSharedMemoryCarveout, RL_FWD_CARVEOUT);
-    cudaFuncSetAttribute(rl_backward_kernel_f32, cudaFuncAttributePreferredSharedMemoryCarveout, RL_BWD_CARVEOUT);
-    cudaFuncSetAttribute(rl_backward_kernel_f64, cudaFuncAttributePreferredSharedMemoryCarveout, RL_BWD_CARVEOUT);
+    cudaFuncSetAttribute(rl_backward_kernel_f32<false>, cudaFuncAttributePreferredSharedMemoryCarveout, RL_BWD_CARVEOUT);
+    cudaFuncSetAttribute(rl_backward_kernel_f64<false>, cudaFuncAttributePreferredSharedMemoryCarveout, RL_BWD_CARVEOUT);
+    cudaFuncSetAttribute(rl_backward_kernel_f32<true>, cudaFuncAttributePreferredSharedMemoryCarveout, RL_BWD_CARVEOUT);
+    cudaFuncSetAttribute(rl_backward_kernel_f64<true>, cudaFuncAttributePreferredSharedMemoryCarveout, RL_BWD_CARVEOUT);
     cudaGetLastError();
 }
 
@@ -198,8 +200,15 @@ extern "C" int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_p
     if (gf > 0 && cudaMemsetAsync(p->grad_features, 0, gf, s) != cudaSuccess) return NUREC_ERR_CUDA;
     if (C > 0 && p->rows > 0 && p->cols > 0 && p->channels > 0) {
         int passes = num_passes(p);
-        if (f64) rl_backward_kernel_f64<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
-        else rl_backward_kernel_f32<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
+        const bool ab = p->grad_abs != nullptr;
+        const dim3 grid = sweep_grid(p, passes);
+        if (f64) {
+            if (ab) rl_backward_kernel_f64<true><<<grid, slice_threads(), 0, s>>>(*p, passes);
+            else rl_backward_kernel_f64<false><<<grid, slice_threads(), 0, s>>>(*p, passes);
+        } else {
+            if (ab) rl_backward_kernel_f32<true><<<grid, slice_threads(), 0, s>>>(*p, passes);
+            else rl_backward_kernel_f32<false><<<grid, slice_threads(), 0, s>>>(*p, passes);
+        }
         if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
     }
     if (N > 0) {

@@ -441,6 +441,10 @@ NR(rl_combine_kernel)(nurec_rasterize_lidar_params p, int phase) {
  * memory (when only a few lanes contribute, those lanes add directly).
  * Register budget from RL_BWD_MIN_BLOCKS_*, carveout of its own. Every lane
  * of a warp reaches every shuffle (the culled set is warp-uniform). */
+/* kAbs: SPEC 8's absgrad is written (a build of its own, so that the plain
+ * backward keeps its registers and stack: with a runtime test its f32
+ * build spilled 8 bytes more) */
+template <bool kAbs>
 __global__ void __launch_bounds__(RL_BLOCK, sizeof(real_t) == 4 ? RL_BWD_MIN_BLOCKS_F32 : RL_BWD_MIN_BLOCKS_F64)
 NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
     if (p.status[1] != 0) return; /* overflowed forward (uniform over the grid) */
@@ -517,10 +521,8 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
             if (cm == 0) continue;
             real_t* g = grec + NUREC_SPLAT_GREC_SIZE * x.it;
             real_t* gc = gfeat + D * (x.it % N) + c0;
-            /* SPEC 8's absgrad, or NULL (the glue allows it with one pass of
-             * channels); read from the kernel's parameters here, not held in a
-             * register over the loop (the budget spilled) */
-            real_t* ga = p.grad_abs ? (real_t*)p.grad_abs + 2 * x.it : (real_t*)0;
+            /* SPEC 8's absgrad (the glue allows it with one pass of channels) */
+            real_t* ga = kAbs ? (real_t*)p.grad_abs + 2 * x.it : (real_t*)0;
             if (__popc(cm) > RL_BWD_DIRECT_LANES) {
                 NR(splat_warp_add)(v, RL_CH, lane, g, pass == 0 ? 7 : 6, gc, nch, ga);
             } else if (contrib) {

@@ -135,8 +135,10 @@ bool layout_of(const nurec_tiles_params* p, Layout* L) {
     return true;
 }
 
-// Depth keys of the items (their float bits order like the values for
-// depth > 0; anything else sorts last: such items have no tiles anyway).
+// Depth keys of the items: the float bits mapped so that unsigned order is
+// the values' order, negative depths included (a wide FTheta or fisheye
+// camera sees Gaussians past 90 degrees, at z < 0: they have tiles; the CPU
+// sorts them by value too); NaN sorts last (such items have no tiles).
 template <typename R, typename DK>
 __global__ void depth_bits_kernel(const R* records, int64_t P, DK* keys, int32_t* vals) {
     int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -144,7 +146,8 @@ __global__ void depth_bits_kernel(const R* records, int64_t P, DK* keys, int32_t
     R d = records[NUREC_TREC_SIZE * i + NUREC_TREC_DEPTH];
     DK bits;
     memcpy(&bits, &d, sizeof(bits));
-    keys[i] = d > (R)0 ? bits : ~(DK)0;
+    const DK sign = (DK)1 << (8 * sizeof(DK) - 1);
+    keys[i] = d == d ? ((bits & sign) ? ~bits : (bits | sign)) : ~(DK)0;
     vals[i] = (int32_t)i;
 }
 
