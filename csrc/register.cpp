@@ -15,6 +15,7 @@ extern "C" {
 #include "rasterize_lidar/rasterize_lidar.h"    // rasterize_lidar (issue 4)
 #include "splat_meta/splat_meta.h"              // SPEC 8's meta of both rasterizers
 #include "sensors/camera_models.h"              // SPEC 6's camera models
+#include "sensors/rolling_shutter.h"            // SPEC 7's rolling shutter
 #include "tiles/tiles.h"
 }
 
@@ -636,7 +637,26 @@ struct RcInputs : SplatGaussians {
     Tensor Ks;
     std::optional<Tensor> backgrounds;
     Tensor model_params;
+    Tensor shutter_params;
 };
+
+// SPEC 7: the shutter's code and its packed parameters per camera
+// [C, NUREC_RS_PARAMS] (nurec_ops/_rolling_shutter.py packs them).
+void rc_shutter(const char* op, RcInputs& in, int64_t shutter, const std::optional<Tensor>& shutter_params) {
+    NUREC_CHECK(shutter >= NUREC_SHUTTER_GLOBAL && shutter <= NUREC_SHUTTER_RIGHT_TO_LEFT, "nurec_ops.", op,
+                ": `shutter` must be 0..4 (global, top_to_bottom, bottom_to_top, left_to_right, right_to_left), "
+                "got ", shutter);
+    in.p.shutter = (int)shutter;
+    in.p.shutter_params = nullptr;
+    if (shutter == NUREC_SHUTTER_GLOBAL) return;
+    NUREC_CHECK(shutter_params.has_value(), "nurec_ops.", op, ": `shutter_params` is needed for shutter ", shutter);
+    check_shape(op, "shutter_params", *shutter_params, {in.p.num_cameras, NUREC_RS_PARAMS},
+                "[C, 16] (C = viewmats.shape[0]; packed by nurec_ops._rolling_shutter)");
+    check_real(op, "shutter_params", *shutter_params, in.means, "means");
+    check_device(op, "shutter_params", *shutter_params, in.means, "means");
+    in.shutter_params = dense(*shutter_params);
+    in.p.shutter_params = in.shutter_params.data_ptr();
+}
 
 // SPEC 6: the camera model's code and its packed parameters per camera
 // [C, NUREC_CAM_PARAMS] (nurec_ops/_camera_models.py packs them).
@@ -741,20 +761,24 @@ void rc_check_grid(const char* op, const Tensor& means, const nurec_rasterize_ca
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
-           Tensor>
+           Tensor, Tensor>
 rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
                                          Tensor opacities, Tensor features, Tensor viewmats,
                                          Tensor Ks, std::optional<Tensor> backgrounds,
                                          int64_t width, int64_t height, double near_plane,
                                          double far_plane, int64_t sh_degree, int64_t segments,
                                          int64_t segment_min, int64_t capacity, int64_t camera_model,
-                                         std::optional<Tensor> model_params) {
+                                         std::optional<Tensor> model_params, int64_t shutter,
+                                         std::optional<Tensor> shutter_params) {
     const char* op = "rasterize_camera";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
     rc_model(op, in, camera_model, model_params);
+    rc_shutter(op, in, shutter, shutter_params);
     nurec_rasterize_camera_params& p = in.p;
     const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
+    Tensor taus = empty_like_shape(in.means, {shutter != NUREC_SHUTTER_GLOBAL ? C : 0, N});
+    p.taus = taus.data_ptr();
     splat_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
     rc_check_grid(op, in.means, p);
     static const SplatForward<nurec_rasterize_camera_params> launchers = {
@@ -778,7 +802,7 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
     p.alpha = alpha.data_ptr();
     b.isect = splat_forward(op, in.means, p, capacity, launchers);
     return {render, depth, alpha, b.records, b.counts, colors, b.isect, b.tile_ranges, b.final_T, b.last,
-            b.status, seg_state, seg_last};
+            b.status, seg_state, seg_last, taus};
 }
 
 // The gradients of the Gaussians, and per (camera, Gaussian) item its
@@ -793,11 +817,22 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_cam
     Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
     Tensor seg_state, Tensor seg_last, int64_t width, int64_t height, double near_plane, double far_plane,
     int64_t sh_degree, int64_t segment_min, int64_t camera_model, std::optional<Tensor> model_params,
-    bool absgrad) {
+    int64_t shutter, std::optional<Tensor> shutter_params, std::optional<Tensor> taus, bool absgrad) {
     const char* op = "rasterize_camera_backward";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
     rc_model(op, in, camera_model, model_params);
+    rc_shutter(op, in, shutter, shutter_params);
+    Tensor taus_d;
+    if (shutter != NUREC_SHUTTER_GLOBAL) {
+        NUREC_CHECK(taus.has_value(), "nurec_ops.", op, ": `taus` (the forward's output) is needed for shutter ",
+                    shutter);
+        check_shape(op, "taus", *taus, {in.p.num_cameras, in.p.num_gaussians}, "[C, N] (the forward's taus)");
+        check_real(op, "taus", *taus, in.means, "means");
+        check_device(op, "taus", *taus, in.means, "means");
+        taus_d = dense(*taus);
+        in.p.taus = taus_d.data_ptr();
+    }
     nurec_rasterize_camera_params& p = in.p;
     const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
     const int64_t P = C * N;
@@ -1076,17 +1111,18 @@ STABLE_TORCH_LIBRARY(nurec_ops, m) {
     m.def("rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, "
           "Tensor features, Tensor viewmats, Tensor Ks, Tensor? backgrounds, int width, "
           "int height, float near, float far, int sh_degree, int segments, int segment_min, "
-          "int capacity, int camera_model=0, Tensor? model_params=None) -> (Tensor render, "
+          "int capacity, int camera_model=0, Tensor? model_params=None, int shutter=0, "
+          "Tensor? shutter_params=None) -> (Tensor render, "
           "Tensor depth, Tensor alpha, Tensor records, Tensor counts, Tensor colors, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
-          "Tensor seg_state, Tensor seg_last)");
+          "Tensor seg_state, Tensor seg_last, Tensor taus)");
     m.def("rasterize_camera_bwd(Tensor grad_render, Tensor grad_depth, Tensor grad_alpha, "
           "Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features, "
           "Tensor viewmats, Tensor Ks, Tensor? backgrounds, Tensor records, Tensor counts, "
           "Tensor colors, Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, "
           "Tensor status, Tensor seg_state, Tensor seg_last, int width, int height, float near, "
           "float far, int sh_degree, int segment_min, int camera_model=0, Tensor? model_params=None, "
-          "bool absgrad=False) -> (Tensor, Tensor, Tensor, "
+          "int shutter=0, Tensor? shutter_params=None, Tensor? taus=None, bool absgrad=False) -> (Tensor, Tensor, Tensor, "
           "Tensor, Tensor, Tensor grad_records, Tensor grad_abs)");
     // ---- end rasterize_camera
     // ---- rasterize_lidar (issue 4)

@@ -7,6 +7,7 @@ import torch
 from . import _binning
 from . import _camera_models
 from . import _checks as Ck
+from . import _rolling_shutter
 from ._library import AutogradOp, named_outputs, ops
 from ._meta import Meta, means2d_grad_function, run_with_meta  # noqa: F401  (Meta: the return_meta type)
 from .nvtx import ranged
@@ -42,7 +43,7 @@ def _segments_for(device, dtype, C, H, W, D):
 def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
                      near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, binning="auto",
                      capacity=None, on_overflow="warn", return_meta=False, means2d_grad=False,
-                     absgrad=False, camera_model="pinhole", **model_args):
+                     absgrad=False, camera_model="pinhole", viewmats_end=None, shutter="global", **model_args):
     """3D Gaussian splatting of world-space Gaussians into pinhole cameras.
 
     Args:
@@ -122,9 +123,10 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
         Ck.fail(_OP, f"`absgrad` supports at most 4 feature channels (RGB or SH), got {D}")
     segments = _segments_for(means.device, means.dtype, C, height, width, D)
     code, model_params, Ks = _camera_models.pack(_OP, camera_model, C, means, Ks, model_args)
+    rs_code, rs_params = _rolling_shutter.pack(_OP, viewmats, viewmats_end, shutter)
     args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
             float(near), float(far), sh, segments, _SEGMENT_MIN)
-    tail = (code, model_params)
+    tail = (code, model_params, rs_code, rs_params)
 
     def run(forward):
         return _binning.run_binned(_OP, lambda *a: forward(*a, *tail), args, means.device, (C, width, height),
@@ -196,12 +198,28 @@ def _check_model(op, C, means, camera_model, model_params):
     Ck.device(op, "model_params", model_params, means, "means")
 
 
+def _check_shutter(op, C, means, shutter, shutter_params):
+    if not 0 <= shutter <= 4:
+        Ck.fail(op, f"`shutter` must be 0..4 (global, top_to_bottom, bottom_to_top, left_to_right, right_to_left), "
+                    f"got {shutter}")
+    if shutter == 0:
+        return
+    if shutter_params is None:
+        Ck.fail(op, f"`shutter_params` is needed for shutter {shutter}")
+    Ck.shape(op, "shutter_params", shutter_params, (C, _rolling_shutter.PARAMS),
+             "[C, 16] (C = viewmats.shape[0]; packed by nurec_ops._rolling_shutter)")
+    Ck.real(op, "shutter_params", shutter_params, means, "means")
+    Ck.device(op, "shutter_params", shutter_params, means, "means")
+
+
 @torch.library.register_fake("nurec_ops::rasterize_camera_fwd")
 def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height, near, far,
-          sh_degree, segments, segment_min, capacity, camera_model=0, model_params=None):
+          sh_degree, segments, segment_min, capacity, camera_model=0, model_params=None, shutter=0,
+          shutter_params=None):
     C, N, D, K = _check(_OP, means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width,
                         height, near, far, sh_degree)
     _check_model(_OP, C, means, camera_model, model_params)
+    _check_shutter(_OP, C, means, shutter, shutter_params)
     Ck.segments(_OP, segments, segment_min)
     S = segments if segments > 1 and means.device.type != "cpu" else 0
     H, W = height, width
@@ -212,17 +230,18 @@ def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, 
     return (e((C, H, W, D)), e((C, H, W, 1)), e((C, H, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),
             e((C * N * 3 if sh_degree >= 0 else 0,)), e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64),
             e((C, H, W)), e((C, H, W), dtype=i32), e((2,), dtype=i64), e((S, C, H, W, D + 2)),
-            e((S, C, H, W), dtype=i32))
+            e((S, C, H, W), dtype=i32), e((C if shutter else 0, N)))
 
 
 @torch.library.register_fake("nurec_ops::rasterize_camera_bwd")
 def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, opacities, features, viewmats,
                    Ks, backgrounds, records, counts, colors, isect_items, tile_ranges, final_T, last, status,
                    seg_state, seg_last, width, height, near, far, sh_degree, segment_min, camera_model=0,
-                   model_params=None, absgrad=False):
+                   model_params=None, shutter=0, shutter_params=None, taus=None, absgrad=False):
     C, N, D, K = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats, Ks,
                         backgrounds, width, height, near, far, sh_degree)
     _check_model(_OP + "_backward", C, means, camera_model, model_params)
+    _check_shutter(_OP + "_backward", C, means, shutter, shutter_params)
     e = means.new_empty
     return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e(features.shape), e((C * N, 8)),
             e((C * N if absgrad else 0, 2)))
@@ -233,16 +252,20 @@ def _setup_context(ctx, inputs, output):
      sh_degree, _segments, segment_min, capacity) = inputs[:16]
     camera_model = inputs[16] if len(inputs) > 16 else 0
     model_params = inputs[17] if len(inputs) > 17 else None
-    _, _, _, records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last = output
+    shutter = inputs[18] if len(inputs) > 18 else 0
+    shutter_params = inputs[19] if len(inputs) > 19 else None
+    _, _, _, records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, taus = output
     ctx.set_materialize_grads(False)
     ctx.has_bg = backgrounds is not None
     saved = [means, quats, scales, opacities, features, viewmats, Ks, records, counts, colors, isect,
              ranges, final_T, last, status, seg_state, seg_last]
     if ctx.has_bg:
         saved.append(backgrounds)
+    saved.append(taus)  # each item's own time (SPEC 7; empty for a global shutter)
     ctx.save_for_backward(*saved)
     ctx.cfg = (width, height, near, far, sh_degree, segment_min)
-    ctx.model = (camera_model, model_params)  # the packed parameters: a constant, never differentiated
+    # the packed camera model and shutter: inputs, constants, never differentiated
+    ctx.model = (camera_model, model_params, shutter, shutter_params)
     ctx.n_inputs = len(inputs)
 
 
@@ -258,6 +281,7 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False):
     (means, quats, scales, opacities, features, viewmats, Ks, records, counts, colors, isect, ranges,
      final_T, last, status, seg_state, seg_last) = saved[:17]
     backgrounds = saved[17] if ctx.has_bg else None
+    taus = saved[-1] if ctx.model[2] else None
     width, height, near, far, sh_degree, segment_min = ctx.cfg
     C, D = viewmats.shape[0], (3 if sh_degree >= 0 else features.shape[1])
     shape = (C, height, width)
@@ -270,7 +294,7 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False):
     gm, gq, gs, go, gf, grec, gabs = ops.rasterize_camera_bwd(
         g_render, g_depth, g_alpha, means, quats, scales, opacities, features, viewmats, Ks, backgrounds,
         records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, width, height, near,
-        far, sh_degree, segment_min, *ctx.model, absgrad)
+        far, sh_degree, segment_min, *ctx.model, taus, absgrad)
     g_bg = None
     if ctx.has_bg and ctx.needs_input_grad[7 + getattr(ctx, "input_offset", 0)]:  # backgrounds
         ok = (status[1] == 0).to(g_render.dtype)

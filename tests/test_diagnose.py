@@ -410,5 +410,6 @@ def test_rasterizer_forward_bytes_are_estimated(op, tmp_path):
     assert base is not None and base > sum(t.numel() * t.element_size() for t in (m, q, sc, o))
     # the same call recorded with a capacity of 1000 (as on CUDA): 1000 int32 intersection slots more
     concrete = list(args["Concrete Inputs"])
-    concrete[-1] = str(int(concrete[-1] or 0) + 1000)
+    at = [a.name for a in getattr(torch.ops.nurec_ops, f"{op}_fwd").default._schema.arguments].index("capacity")
+    concrete[at] = str(int(concrete[at] or 0) + 1000)
     assert estimate_bytes(f"nurec_ops::{op}_fwd", dict(args, **{"Concrete Inputs": concrete})) == base + 4000

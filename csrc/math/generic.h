@@ -8,7 +8,7 @@
  *   real_t      the scalar type (float, then double)
  *   NR(name)    name suffixed with the type: name_f32 / name_f64
  *   R_SQRT, R_EXP, R_SIN, R_COS, R_ATAN2, R_FABS, R_LOG, R_FMAX, R_FMIN,
- *   R_LOG1P, R_EXPM1, R_CEIL
+ *   R_LOG1P, R_EXPM1, R_CEIL, R_FLOOR
  *               the math function of that precision (sqrtf / sqrt, ...)
  *   R_DTYPE     NUREC_F32 / NUREC_F64 (R_IS_F64: 0 / 1, for #if)
  *
@@ -36,6 +36,7 @@
 #define R_FMAX fmaxf
 #define R_FMIN fminf
 #define R_CEIL ceilf
+#define R_FLOOR floorf
 #include NUREC_GENERIC_FILE
 #undef real_t
 #undef NR
@@ -53,6 +54,7 @@
 #undef R_FMAX
 #undef R_FMIN
 #undef R_CEIL
+#undef R_FLOOR
 
 #define real_t double
 #define NR(name) NUREC_PASTE(name, f64)
@@ -70,6 +72,7 @@
 #define R_FMAX fmax
 #define R_FMIN fmin
 #define R_CEIL ceil
+#define R_FLOOR floor
 #include NUREC_GENERIC_FILE
 #undef real_t
 #undef NR
@@ -87,5 +90,6 @@
 #undef R_FMAX
 #undef R_FMIN
 #undef R_CEIL
+#undef R_FLOOR
 
 #undef NUREC_GENERIC_FILE

@@ -19,8 +19,10 @@ static void NR(rc_project_cpu)(const nurec_rasterize_camera_params* p) {
         for (int64_t g = 0; g < N; ++g) {
             int64_t it = c * N + g;
             real_t* rec = records + NUREC_TREC_SIZE * it;
+            NR(rc_camera) camg = cam; /* its pose at the Gaussian's time (SPEC 7) */
+            NR(rc_camera_at_time)(p, c, it, means + 3 * g, 1, &camg);
             NR(rc_proj) P;
-            int vis = NR(rc_project)(&cam, means + 3 * g, quats + 4 * g, scales + 3 * g, opac[g],
+            int vis = NR(rc_project)(&camg, means + 3 * g, quats + 4 * g, scales + 3 * g, opac[g],
                                      (real_t)p->near_plane, (real_t)p->far_plane, &P, rec);
             int64_t cnt = 0;
             nurec_footprint f;
@@ -31,7 +33,7 @@ static void NR(rc_project_cpu)(const nurec_rasterize_camera_params* p) {
                 real_t* col = (real_t*)p->colors + 3 * it;
                 if (cnt > 0)
                     NR(rc_sh_color)(p->sh_degree, (const real_t*)p->features + 3 * p->sh_coeffs * g,
-                                    means + 3 * g, cam.campos, col);
+                                    means + 3 * g, camg.campos, col);
                 else
                     col[0] = col[1] = col[2] = 0;
             }
@@ -131,6 +133,7 @@ static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
             if (p->counts[it] <= 0) continue;
             NR(rc_camera) cam;
             NR(rc_camera_of)(p, c, &cam);
+            NR(rc_camera_at_time)(p, c, it, means + 3 * g, 0, &cam);
             NR(rc_proj) P;
             real_t rec[NUREC_TREC_SIZE], q1[4], s1[3];
             NR(rc_project)(&cam, means + 3 * g, quats + 4 * g, scales + 3 * g, opac[g],

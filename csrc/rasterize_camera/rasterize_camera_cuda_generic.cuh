@@ -21,6 +21,7 @@ NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
     const real_t* sp = (const real_t*)p.scales + 3 * g;
     real_t m[3] = {mp[0], mp[1], mp[2]}, q[4] = {qp[0], qp[1], qp[2], qp[3]};
     real_t s[3] = {sp[0], sp[1], sp[2]};
+    NR(rc_camera_at_time)(&p, c, it, m, 1, &cam);
     real_t rec[NUREC_TREC_SIZE];
     NR(rc_proj) P;
     int vis = NR(rc_project)(&cam, m, q, s, ((const real_t*)p.opacities)[g],
@@ -417,6 +418,7 @@ NR(rc_project_backward_kernel)(nurec_rasterize_camera_params p) {
         NR(rc_camera) cam;
         NR(rc_camera_of)(&p, c, &cam);
         if (!kModels) cam.model.model = NUREC_CAM_PINHOLE;
+        NR(rc_camera_at_time)(&p, c, it, m, 0, &cam);
         NR(rc_proj) P;
         real_t rec[NUREC_TREC_SIZE], q1[4], s1[3], gr[NUREC_SPLAT_GREC_SIZE];
         const real_t* gp = (const real_t*)p.grad_records + NUREC_SPLAT_GREC_SIZE * it;

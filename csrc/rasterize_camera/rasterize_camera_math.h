@@ -10,6 +10,7 @@
 #include "tiles/splat_math.h"
 #include "rasterize_camera/rasterize_camera.h"
 #include "sensors/camera_models.h"
+#include "sensors/rolling_shutter.h"
 
 /* Real spherical-harmonics constants of the 3DGS convention. */
 #define NUREC_SH_C0 0.28209479177387814

@@ -1,5 +1,6 @@
 /* Generic over real_t (see math/generic.h). */
 #include "sensors/camera_models_generic.h"
+#include "sensors/rolling_shutter_generic.h"
 
 /* One pinhole camera: world -> camera rotation R (row-major) and t, the
  * intrinsics, the camera centre in the world (-R^T t), and the bounds of
@@ -38,6 +39,77 @@ NUREC_HD void NR(rc_camera_of)(const nurec_rasterize_camera_params* p, int64_t c
     m->fx = cam->fx; m->fy = cam->fy; m->cx = cam->cx; m->cy = cam->cy;
     const real_t* mp = (const real_t*)p->model_params + NUREC_CAM_PARAMS * c;
     for (int k = 0; k < NUREC_CAM_PARAMS; ++k) m->mp[k] = mp[k];
+}
+
+/* The camera's pose replaced by world -> camera R, t (SPEC 7's pose at a
+ * Gaussian's time). */
+NUREC_HD void NR(rc_camera_pose)(NR(rc_camera)* c, const real_t R[9], const real_t t[3]) {
+    for (int k = 0; k < 9; ++k) c->R[k] = R[k];
+    for (int k = 0; k < 3; ++k) c->t[k] = t[k];
+    for (int k = 0; k < 3; ++k)
+        c->campos[k] = -(c->R[k] * c->t[0] + c->R[3 + k] * c->t[1] + c->R[6 + k] * c->t[2]);
+}
+
+/* The pixel of mean m seen from the camera's current pose; 0 where it is
+ * outside the camera's field (SPEC 3's near / far, SPEC 6's models). */
+NUREC_HD int NR(rc_mean_pixel)(const NR(rc_camera)* c, const real_t m[3], real_t near_plane, real_t far_plane,
+                               real_t* u, real_t* v) {
+    real_t p[3];
+    for (int r = 0; r < 3; ++r) p[r] = c->R[3 * r] * m[0] + c->R[3 * r + 1] * m[1] + c->R[3 * r + 2] * m[2] + c->t[r];
+    if (c->model.model == NUREC_CAM_PINHOLE) {
+        if (!(p[2] > near_plane && p[2] < far_plane)) return 0;
+        *u = c->fx * p[0] / p[2] + c->cx;
+        *v = c->fy * p[1] / p[2] + c->cy;
+        return 1;
+    }
+    if (!NR(cam_model_valid)(&c->model, p, near_plane, far_plane)) return 0;
+    NR(jet) uv[2];
+    NR(cam_model_project)(&c->model, p, (const real_t*)0, (const real_t*)0, uv);
+    *u = uv[0].v;
+    *v = uv[1].v;
+    return 1;
+}
+
+/* A Gaussian's own time tau* (SPEC 7): from the start pose's projection of
+ * the mean, NUREC_RS_STEPS times: tau <- the time of the mean's pixel, the
+ * pose at tau, the mean projected again (a step where the mean is outside
+ * the field keeps tau). Leaves the camera at the pose of tau*. sp: the
+ * camera's packed rolling-shutter parameters. */
+NUREC_HD real_t NR(rc_rolling_tau)(NR(rc_camera)* c, const real_t* sp, int shutter, const real_t m[3],
+                                   real_t near_plane, real_t far_plane, int width, int height) {
+    real_t R[9], t[3], u = 0, v = 0, tau = 0;
+    NR(rs_pose_at)(sp, 0, R, t);
+    NR(rc_camera_pose)(c, R, t);
+    int ok = NR(rc_mean_pixel)(c, m, near_plane, far_plane, &u, &v);
+    for (int k = 0; k < NUREC_RS_STEPS; ++k) {
+        if (ok) tau = NR(rs_tau_of_pixel)(shutter, u, v, width, height);
+        NR(rs_pose_at)(sp, tau, R, t);
+        NR(rc_camera_pose)(c, R, t);
+        if (k + 1 < NUREC_RS_STEPS) ok = NR(rc_mean_pixel)(c, m, near_plane, far_plane, &u, &v);
+    }
+    return tau;
+}
+
+/* The camera at the pose of time tau. */
+NUREC_HD void NR(rc_rolling_at)(NR(rc_camera)* c, const real_t* sp, real_t tau) {
+    real_t R[9], t[3];
+    NR(rs_pose_at)(sp, tau, R, t);
+    NR(rc_camera_pose)(c, R, t);
+}
+
+/* SPEC 7: the camera at the own time of item it (camera c, mean m), solved
+ * and written to taus[it] (the forward) or read from there (the backward,
+ * so that both use one pose whatever the rounding). Global shutter: as is. */
+NUREC_HD void NR(rc_camera_at_time)(const nurec_rasterize_camera_params* p, int64_t c, int64_t it, const real_t m[3],
+                                    int solve, NR(rc_camera)* cam) {
+    if (p->shutter == NUREC_SHUTTER_GLOBAL || !p->shutter_params) return;
+    const real_t* sp = (const real_t*)p->shutter_params + NUREC_RS_PARAMS * c;
+    real_t* taus = (real_t*)p->taus;
+    if (solve)
+        taus[it] = NR(rc_rolling_tau)(cam, sp, p->shutter, m, (real_t)p->near_plane, (real_t)p->far_plane, p->width,
+                                      p->height);
+    else
+        NR(rc_rolling_at)(cam, sp, taus[it]);
 }
 
 /* v clamped to [lim[0], lim[1]]; *clamped tells whether it was moved (at

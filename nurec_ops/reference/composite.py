@@ -58,7 +58,10 @@ def ewa_cov2d(J, R, quats, scales, eps2d):
     [C,N,2,3] (SPEC sections 3, 4, 6): the 2D covariance J R Sigma R^T J^T
     plus ``eps2d`` on the diagonal, as its entries (a, b, c) and det."""
     M = quat.to_rotmat(quat.normalize(quats)) * scales[:, None, :]  # [N,3,3]
-    T = J @ torch.einsum("cij,njk->cnik", R, M)
+    if R.dim() == 4:  # a pose per (sensor, Gaussian): SPEC 7's rolling shutter
+        T = J @ torch.einsum("cnij,njk->cnik", R, M)
+    else:
+        T = J @ torch.einsum("cij,njk->cnik", R, M)
     S = T @ T.transpose(-1, -2)
     a = S[..., 0, 0] + eps2d
     b = S[..., 0, 1]

@@ -44,15 +44,29 @@ def jacobian_limits(Ks, width, height):
             -(cy / fy + 0.3 * tan_y), (height - cy) / fy + 0.3 * tan_y)
 
 
+def camera_points(viewmats, means):
+    """Camera-space means [C,N,3] for viewmats [C,4,4], or [C,N,4,4] (a pose
+    per Gaussian: SPEC 7's rolling shutter)."""
+    R, t = viewmats[..., :3, :3], viewmats[..., :3, 3]
+    if viewmats.dim() == 4:
+        return torch.einsum("cnij,nj->cni", R, means) + t
+    return torch.einsum("cij,nj->cni", R, means) + t[:, None, :]
+
+
+def camera_centres(viewmats):
+    """Camera centres in the world, [C,3] or [C,N,3]."""
+    R, t = viewmats[..., :3, :3], viewmats[..., :3, 3]
+    return -torch.einsum("...ji,...j->...i", R, t)
+
+
 def project(means, quats, scales, viewmats, Ks, valid, width, height):
     """EWA projection of N Gaussians into C cameras: (u, v) [C,N,2], conic
     (A, B, C) [C,N,3], camera z [C,N]. The Jacobian is evaluated at the mean
     with x / z and y / z clamped to ``jacobian_limits`` (the mean's own
     projection is not clamped). Where ``valid`` [C,N] is False the depth is
     replaced by 1 so that nothing (value or gradient) is NaN."""
-    R = viewmats[:, :3, :3]
-    t = viewmats[:, :3, 3]
-    p = torch.einsum("cij,nj->cni", R, means) + t[:, None, :]
+    R = viewmats[..., :3, :3]
+    p = camera_points(viewmats, means)
     x, y, z = p.unbind(-1)
     z = torch.where(valid, z, torch.ones_like(z))
     fx, fy = Ks[:, 0, 0, None], Ks[:, 1, 1, None]
@@ -81,9 +95,8 @@ def project_model(model, means, quats, scales, viewmats, cam, near, far, width, 
     Jacobian at the mean (by autograd, so gradients flow through it), plus
     eps2d. ``cam``: the model's per-camera arguments ([C, k] tensors).
     Returns (u, v) [C,N,2], conic [C,N,3], camera z [C,N], valid [C,N]."""
-    R = viewmats[:, :3, :3]
-    t = viewmats[:, :3, 3]
-    p = torch.einsum("cij,nj->cni", R, means) + t[:, None, :]  # [C,N,3]
+    R = viewmats[..., :3, :3]
+    p = camera_points(viewmats, means)  # [C,N,3]
     ref_poly = int(cam["reference_poly"].reshape(-1)[0]) if "reference_poly" in cam else 2
     batched = {k: cam[k] for k in _MODEL_ARGS[model] + (("pixel_to_angle",) if ref_poly == 1 else ())}
     with torch.no_grad():
@@ -120,34 +133,81 @@ def project_model(model, means, quats, scales, viewmats, cam, near, far, width, 
     return uv, conic, p[..., 2], valid
 
 
+def mean_pixels(model, means, viewmats, cam, near, far):
+    """The pixels [C,N,2] of the means and whether each lies in the camera's
+    field [C,N] (SPEC 3's near / far, SPEC 6's models); viewmats [C,4,4] or
+    [C,N,4,4]. No gradient."""
+    with torch.no_grad():
+        p = camera_points(viewmats, means)
+        if model == "pinhole":
+            K = cam["Ks"]
+            z = p[..., 2]
+            ok = (z > near) & (z < far)
+            zs = torch.where(ok, z, torch.ones_like(z))
+            uv = torch.stack((K[:, 0, 0, None] * p[..., 0] / zs + K[:, 0, 2, None],
+                              K[:, 1, 1, None] * p[..., 1] / zs + K[:, 1, 2, None]), -1)
+            return uv, ok
+        ref_poly = int(cam["reference_poly"].reshape(-1)[0]) if "reference_poly" in cam else 2
+        batched = {k: cam[k] for k in _MODEL_ARGS[model] + (("pixel_to_angle",) if ref_poly == 1 else ())}
+        uv, ok = torch.func.vmap(lambda q, c: camera_models.project(model, q, dict(c, reference_poly=ref_poly)))(
+            p, batched)
+        lim = p[..., 2] if model == "opencv" else torch.linalg.vector_norm(p, dim=-1)
+        return uv, ok & (lim > near) & (lim < far)
+
+
+def own_times(model, means, viewmats, sp, shutter, cam, near, far, width, height):
+    """SPEC 7: each (camera, Gaussian)'s own time tau* [C,N], from the start
+    pose's projection of the mean, _rolling_shutter.STEPS steps of tau <- the
+    time of the mean's pixel and the mean projected again at the pose of
+    tau (a step whose mean is outside the field keeps tau). No gradient."""
+    from .. import _rolling_shutter as RS
+
+    with torch.no_grad():
+        C, N = viewmats.shape[0], means.shape[0]
+        tau = means.new_zeros((C, N))
+        spn = sp[:, None, :].expand(C, N, sp.shape[-1])
+        uv, ok = mean_pixels(model, means, RS.pose_at(spn, tau), cam, near, far)
+        for k in range(RS.STEPS):
+            tau = torch.where(ok, RS.tau_of_pixel(shutter, uv, width, height), tau)
+            if k + 1 < RS.STEPS:
+                uv, ok = mean_pixels(model, means, RS.pose_at(spn, tau), cam, near, far)
+        return tau
+
+
 def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
                      near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, camera_model="pinhole",
-                     **model_args):
+                     viewmats_end=None, shutter="global", **model_args):
     """Pure-PyTorch twin of :func:`nurec_ops.rasterize_camera`, with the
     camera models of SPEC section 6 (``camera_model`` and its per-camera
     arguments: radial, tangential, thin_prism for "opencv"; radial,
     max_angle for "fisheye"; principal_point, angle_to_pixel, linear_cde,
-    max_angle, optionally pixel_to_angle and reference_poly, for "ftheta")."""
+    max_angle, optionally pixel_to_angle and reference_poly, for "ftheta")
+    and SPEC 7's rolling shutter (``viewmats_end``, ``shutter``: each
+    Gaussian rendered with the pose at its own time, by own_times)."""
+    from .. import _rolling_shutter as RS
+
     C, N = viewmats.shape[0], means.shape[0]
     H, W = int(height), int(width)
-    R = viewmats[:, :3, :3]
-    t = viewmats[:, :3, 3]
+    if camera_model not in _MODEL_ARGS:
+        raise RuntimeError(f"nurec_ops.rasterize_camera: `camera_model` must be one of {tuple(_MODEL_ARGS)}, "
+                           f"got {camera_model!r}")
+    cam = dict(model_args, Ks=Ks)
+    missing = [k for k in _MODEL_ARGS[camera_model] if cam.get(k) is None]
+    if missing:
+        raise RuntimeError(f"nurec_ops.rasterize_camera: camera_model={camera_model!r} needs `{missing[0]}`")
+    code, sp = RS.pack("rasterize_camera", viewmats, viewmats_end, shutter)
+    if code:
+        tau = own_times(camera_model, means.detach(), viewmats, sp, code, cam, near, far, W, H)
+        viewmats = RS.pose_at(sp[:, None, :].expand(C, N, sp.shape[-1]), tau)  # [C,N,4,4]
     if camera_model == "pinhole":
-        z_all = (torch.einsum("cij,nj->cni", R, means) + t[:, None, :])[..., 2]
+        z_all = camera_points(viewmats, means)[..., 2]
         valid = (z_all > near) & (z_all < far)  # [C,N]
         uv, conic, z = project(means, quats, scales, viewmats, Ks, valid, W, H)
     else:
-        if camera_model not in _MODEL_ARGS:
-            raise RuntimeError(f"nurec_ops.rasterize_camera: `camera_model` must be one of {tuple(_MODEL_ARGS)}, "
-                               f"got {camera_model!r}")
-        cam = dict(model_args, Ks=Ks)
-        missing = [k for k in _MODEL_ARGS[camera_model] if cam.get(k) is None]
-        if missing:
-            raise RuntimeError(f"nurec_ops.rasterize_camera: camera_model={camera_model!r} needs `{missing[0]}`")
         uv, conic, z, valid = project_model(camera_model, means, quats, scales, viewmats, cam, near, far, W, H)
     if sh_degree is not None:
-        campos = -torch.einsum("cji,cj->ci", R, t)  # [C,3]
-        d = means[None] - campos[:, None]
+        campos = camera_centres(viewmats)  # [C,3] or [C,N,3]
+        d = means[None] - (campos[:, None] if campos.dim() == 2 else campos)
         d = torch.where(valid[..., None], d, torch.ones_like(d))  # a Gaussian at a camera centre is dropped
         d = d / torch.linalg.vector_norm(d, dim=-1, keepdim=True)
         n = (sh_degree + 1) ** 2
