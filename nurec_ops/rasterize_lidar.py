@@ -37,7 +37,8 @@ def default_eps2d(num_columns):
 @ranged("nurec_ops.rasterize_lidar")
 def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
                     row_azimuth_offsets, near=0.5, far=200.0, eps2d=None, *, binning="auto", capacity=None,
-                    on_overflow="warn", return_meta=False, means2d_grad=False, absgrad=False):
+                    on_overflow="warn", return_meta=False, means2d_grad=False, absgrad=False, viewmats_end=None,
+                    column_times=None):
     """3D Gaussian splatting of world-space Gaussians into spinning lidars.
 
     Args:
@@ -104,6 +105,13 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     silent: the SPEC's exact range bounds are open (near < r < far, as the
     camera's z); a zero quaternion is the identity with zero gradient;
     gradients do not flow into viewmats or the sensor model.
+
+    Rolling shutter (SPEC section 7): with ``viewmats_end [C, 4, 4]`` (the
+    lidar's pose at the end of the sweep) each Gaussian is rendered with the
+    pose at its own time, the firing time of the column nearest to its mean
+    (10 fixed-point steps); ``column_times [W]`` in [0, 1] gives each of the
+    user's columns its time (default: its angular distance from column 0
+    along the spin, over the table's whole sweep).
     """
     W = column_azimuths.shape[0] if column_azimuths.dim() == 1 else 0
     e2 = default_eps2d(W) if eps2d is None else float(eps2d)
@@ -114,14 +122,58 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     args = (means, quats, scales, opacities, features, viewmats, row_elevations, col_az, col_order,
             row_azimuth_offsets, float(near), float(far), e2, segments, _SEGMENT_MIN)
     C, N = _binning.leading(viewmats), _binning.leading(means)
+    tail = rolling_args(_OP, viewmats, viewmats_end, column_azimuths, col_order, column_times)
+
     def run(forward):
-        return _binning.run_binned(_OP, forward, args, means.device, (C, _binning.leading(row_elevations), W),
-                                   C * N, binning, capacity, on_overflow, report=9)
+        return _binning.run_binned(_OP, lambda *a: forward(*a, *tail), args, means.device,
+                                   (C, _binning.leading(row_elevations), W), C * N, binning, capacity, on_overflow,
+                                   report=9)
 
     def cell():  # mean column and row spacing, a device tensor cached per table (no sync)
         return cell_size(row_elevations, col_az)
     return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad, cell, _OUTPUTS,
                          absgrad)
+
+
+def default_column_times(column_azimuths):
+    """SPEC 7's default firing times of a table's columns [W] (the user's
+    order): each column's angular distance from column 0 along the spin
+    (the direction from column 0 to column 1), over the largest such
+    distance. No host sync."""
+    az = column_azimuths.detach()
+    W = az.shape[0]
+    if W < 2:
+        return torch.zeros_like(az)
+    two_pi = 2 * math.pi
+    step = torch.remainder(az[1] - az[0] + math.pi, two_pi) - math.pi
+    spin = torch.where(step < 0, -1.0, 1.0).to(az.dtype)
+    d = torch.remainder((az - az[0]) * spin, two_pi)
+    total = d.max()
+    return torch.where(total > 0, d / torch.where(total > 0, total, torch.ones_like(total)), torch.zeros_like(d))
+
+
+def rolling_args(op, viewmats, viewmats_end, column_azimuths, col_order, column_times):
+    """The op's (shutter_params, canonical column times), or (None, None)
+    for a global shutter."""
+    if viewmats_end is None:
+        return (None, None)
+    from . import _rolling_shutter
+
+    _, sp = _rolling_shutter.pack(op, viewmats, viewmats_end, "top_to_bottom")  # the spin: any rolling code
+    if column_times is None:
+        column_times = _cached_times(column_azimuths)
+    else:
+        W = column_azimuths.shape[0]
+        Ck.shape(op, "column_times", column_times, (W,), "[W] (W = column_azimuths.shape[0])")
+        Ck.real(op, "column_times", column_times, viewmats, "viewmats")
+        Ck.device(op, "column_times", column_times, viewmats, "viewmats")
+    return (sp, column_times.detach().index_select(0, col_order.long()).contiguous())
+
+
+def _cached_times(column_azimuths):
+    from ._cache import cached
+
+    return cached("column_times", (column_azimuths,), default_column_times)
 
 
 def check_overflow():
@@ -174,7 +226,8 @@ def _check(op, means, quats, scales, opacities, features, viewmats, row_elevatio
 
 @torch.library.register_fake("nurec_ops::rasterize_lidar_fwd")
 def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths, column_order,
-          row_azimuth_offsets, near, far, eps2d, segments, segment_min, capacity):
+          row_azimuth_offsets, near, far, eps2d, segments, segment_min, capacity, shutter_params=None,
+          column_times=None):
     C, N, D, R, W = _check(_OP, means, quats, scales, opacities, features, viewmats, row_elevations,
                            column_azimuths, column_order, row_azimuth_offsets, near, far, eps2d)
     Ck.segments(_OP, segments, segment_min)
@@ -185,14 +238,15 @@ def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, c
     i64, i32 = torch.int64, torch.int32
     return (e((C, R, W, D)), e((C, R, W, 1)), e((C, R, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),
             e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64), e((C, R, W)), e((C, R, W), dtype=i32),
-            e((2,), dtype=i64), e((S, C, R, W, D + 2)), e((S, C, R, W), dtype=i32))
+            e((2,), dtype=i64), e((S, C, R, W, D + 2)), e((S, C, R, W), dtype=i32),
+            e((C if shutter_params is not None else 0, N)))
 
 
 @torch.library.register_fake("nurec_ops::rasterize_lidar_bwd")
 def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, opacities, features, viewmats,
                    row_elevations, column_azimuths, column_order, row_azimuth_offsets, records, counts,
                    isect_items, tile_ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,
-                   segment_min, absgrad=False):
+                   segment_min, shutter_params=None, column_times=None, taus=None, absgrad=False):
     C, N, D, R, W = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats,
                            row_elevations, column_azimuths, column_order, row_azimuth_offsets, near, far, eps2d)
     Ck.shape(_OP + "_backward", "grad_features", grad_features, (C, R, W, D), "[C, R, W, D]")
@@ -205,12 +259,17 @@ def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, 
 
 def _setup_context(ctx, inputs, output):
     (means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order, row_off, near, far, eps2d,
-     _segments, segment_min, _capacity) = inputs
-    _, _, _, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last = output
+     _segments, segment_min, _capacity) = inputs[:16]
+    shutter_params = inputs[16] if len(inputs) > 16 else None
+    column_times = inputs[17] if len(inputs) > 17 else None
+    _, _, _, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, taus = output
     ctx.set_materialize_grads(False)
     ctx.save_for_backward(means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order,
-                          row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last)
+                          row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last,
+                          taus)
     ctx.cfg = (near, far, eps2d, segment_min)
+    ctx.rolling = (shutter_params, column_times)  # inputs: constants, never differentiated
+    ctx.n_inputs = len(inputs)
 
 
 def _backward(ctx, g_feat, g_range, g_alpha, *_unused):
@@ -222,7 +281,7 @@ def _backward_with_records(ctx, g_feat, g_range, g_alpha, absgrad=False):
     [C * N, 8] (the means2d gradient of SPEC section 8 is their first two)
     and, with absgrad, SPEC 8's absgrad [C * N, 2] (else [0, 2])."""
     (means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order, row_off, records, counts,
-     isect, ranges, final_T, last, status, seg_state, seg_last) = ctx.saved_tensors
+     isect, ranges, final_T, last, status, seg_state, seg_last, taus) = ctx.saved_tensors
     near, far, eps2d, segment_min = ctx.cfg
     C, D, R, W = viewmats.shape[0], features.shape[1], row_el.shape[0], col_az.shape[0]
     if g_feat is None:
@@ -234,8 +293,8 @@ def _backward_with_records(ctx, g_feat, g_range, g_alpha, absgrad=False):
     gm, gq, gs, go, gf, grec, gabs = ops.rasterize_lidar_bwd(
         g_feat, g_range, g_alpha, means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order,
         row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,
-        segment_min, absgrad)
-    return gm, gq, gs, go, gf, None, None, None, None, None, None, None, None, None, None, None, grec, gabs
+        segment_min, *ctx.rolling, taus if ctx.rolling[0] is not None else None, absgrad)
+    return (gm, gq, gs, go, gf) + (None,) * (ctx.n_inputs - 5) + (grec, gabs)
 
 
 _FORWARD = AutogradOp("rasterize_lidar_fwd", _backward, _setup_context)

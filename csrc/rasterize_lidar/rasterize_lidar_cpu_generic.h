@@ -20,8 +20,10 @@ static void NR(rl_project_cpu)(const nurec_rasterize_lidar_params* p) {
             int64_t it = c * N + g;
             real_t* rec = records + NUREC_TREC_SIZE * it;
             int32_t* box = p->boxes + NUREC_BOX_SIZE * it;
+            NR(rl_sensor) Sg = S; /* its pose at the Gaussian's time (SPEC 7) */
+            NR(rl_sensor_at_time)(p, c, it, means + 3 * g, 1, &Sg);
             NR(rl_proj) P;
-            int vis = NR(rl_project)(&S, means + 3 * g, quats + 4 * g, scales + 3 * g, opac[g],
+            int vis = NR(rl_project)(&Sg, means + 3 * g, quats + 4 * g, scales + 3 * g, opac[g],
                                      (real_t)p->near_plane, (real_t)p->far_plane,
                                      (real_t)p->eps2d, &P, rec);
             int64_t cnt = 0;
@@ -104,6 +106,7 @@ static int NR(rl_backward_cpu)(const nurec_rasterize_lidar_params* p) {
             if (p->counts[it] <= 0) continue;
             NR(rl_sensor) Sn;
             NR(rl_sensor_load)((const real_t*)p->viewmats + 16 * c, &Sn);
+            NR(rl_sensor_at_time)(p, c, it, means + 3 * g, 0, &Sn);
             NR(rl_proj) P;
             real_t rec[NUREC_TREC_SIZE], q1[4], s1[3];
             NR(rl_project)(&Sn, means + 3 * g, quats + 4 * g, scales + 3 * g, opac[g],

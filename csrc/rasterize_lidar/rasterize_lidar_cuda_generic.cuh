@@ -15,6 +15,7 @@ NR(rl_project_kernel)(nurec_rasterize_lidar_params p) {
     const real_t* sp = (const real_t*)p.scales + 3 * g;
     real_t m[3] = {mp[0], mp[1], mp[2]}, q[4] = {qp[0], qp[1], qp[2], qp[3]};
     real_t s[3] = {sp[0], sp[1], sp[2]};
+    NR(rl_sensor_at_time)(&p, c, it, m, 1, &S);
     real_t rec[NUREC_TREC_SIZE];
     NR(rl_proj) P;
     int vis = NR(rl_project)(&S, m, q, s, ((const real_t*)p.opacities)[g], (real_t)p.near_plane,
@@ -551,6 +552,7 @@ NR(rl_project_backward_kernel)(nurec_rasterize_lidar_params p) {
         if (p.counts[it] <= 0) continue;
         NR(rl_sensor) S;
         NR(rl_sensor_load)((const real_t*)p.viewmats + 16 * c, &S);
+        NR(rl_sensor_at_time)(&p, c, it, m, 0, &S);
         NR(rl_proj) P;
         real_t rec[NUREC_TREC_SIZE], q1[4], s1[3], gr[NUREC_SPLAT_GREC_SIZE];
         const real_t* gp = (const real_t*)p.grad_records + NUREC_SPLAT_GREC_SIZE * it;

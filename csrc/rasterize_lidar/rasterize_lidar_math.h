@@ -11,6 +11,8 @@
 #include "tiles/splat_math.h"
 #include "tiles/tiles_math.h"
 #include "rasterize_lidar/rasterize_lidar.h"
+#include "math/quat.h"
+#include "sensors/rolling_shutter.h"
 
 #define NUREC_RL_PI 3.14159265358979323846
 #define NUREC_RL_TWO_PI 6.28318530717958647692

@@ -12,6 +12,8 @@ NUREC_HD real_t NR(rl_wrap)(real_t x) {
     return x - (real_t)NUREC_RL_TWO_PI * RL_CEIL((x - (real_t)NUREC_RL_PI) / (real_t)NUREC_RL_TWO_PI);
 }
 
+#include "sensors/rolling_shutter_generic.h"
+
 /* Alpha of record r at ray (az, el): d = (wrap(az - u), el - v). */
 NUREC_HD real_t NR(rl_alpha)(const real_t* r, real_t az, real_t el, real_t* vis, real_t* dx,
                              real_t* dy) {
@@ -30,6 +32,67 @@ NUREC_HD void NR(rl_sensor_load)(const real_t* V, NR(rl_sensor)* c) {
         for (int k = 0; k < 3; ++k) c->R[3 * r + k] = V[4 * r + k];
         c->t[r] = V[4 * r + 3];
     }
+}
+
+/* SPEC 7: the azimuth of mean m seen from S; 0 where the mean is outside the
+ * lidar's field (range, elevation). */
+NUREC_HD int NR(rl_mean_azimuth)(const NR(rl_sensor)* S, const real_t m[3], real_t near_plane, real_t far_plane,
+                                 real_t* az) {
+    real_t p[3];
+    for (int r = 0; r < 3; ++r) p[r] = S->R[3 * r] * m[0] + S->R[3 * r + 1] * m[1] + S->R[3 * r + 2] * m[2] + S->t[r];
+    const real_t rho2 = p[0] * p[0] + p[1] * p[1], r = R_SQRT(rho2 + p[2] * p[2]);
+    if (!(r > near_plane && r < far_plane) || !(rho2 > 0)) return 0;
+    if (!(R_FABS(R_ATAN2(p[2], R_SQRT(rho2))) <= (real_t)NUREC_RL_MAX_ELEVATION)) return 0;
+    *az = R_ATAN2(p[1], p[0]);
+    return 1;
+}
+
+/* The canonical column nearest to azimuth a (round the circle): the
+ * smallest |wrap(a - column_azimuths[j])|, the lower column on a tie. */
+NUREC_HD int NR(rl_nearest_column)(const real_t* col_az, int W, real_t a) {
+    int lo = 0, hi = W - 1;
+    const real_t a0 = col_az[0];
+    real_t x = a - a0;
+    x = x - (real_t)NUREC_RL_TWO_PI * R_FLOOR(x / (real_t)NUREC_RL_TWO_PI) + a0; /* in [a0, a0 + 2 pi) */
+    while (lo < hi) { /* the last column at or below x */
+        const int mid = (lo + hi + 1) / 2;
+        if (col_az[mid] <= x) lo = mid; else hi = mid - 1;
+    }
+    const int next = lo + 1 < W ? lo + 1 : 0;
+    const real_t d0 = R_FABS(NR(rl_wrap)(x - col_az[lo])), d1 = R_FABS(NR(rl_wrap)(x - col_az[next]));
+    return d1 < d0 || (d1 == d0 && next < lo) ? next : lo;
+}
+
+/* A Gaussian's own time tau* (SPEC 7) for a spinning lidar: from the start
+ * pose, NUREC_RS_STEPS times: tau <- the firing time of the column nearest
+ * to the mean's azimuth, the pose at tau, the azimuth again (a step where
+ * the mean is outside the field keeps tau). Leaves S at the pose of tau*. */
+NUREC_HD real_t NR(rl_rolling_tau)(NR(rl_sensor)* S, const real_t* sp, const real_t* col_az,
+                                   const real_t* col_times, int W, const real_t m[3], real_t near_plane,
+                                   real_t far_plane) {
+    real_t tau = 0, az = 0;
+    NR(rs_pose_at)(sp, 0, S->R, S->t);
+    int ok = NR(rl_mean_azimuth)(S, m, near_plane, far_plane, &az);
+    for (int k = 0; k < NUREC_RS_STEPS; ++k) {
+        if (ok) tau = col_times[NR(rl_nearest_column)(col_az, W, az)];
+        NR(rs_pose_at)(sp, tau, S->R, S->t);
+        if (k + 1 < NUREC_RS_STEPS) ok = NR(rl_mean_azimuth)(S, m, near_plane, far_plane, &az);
+    }
+    return tau;
+}
+
+/* SPEC 7: sweep c's lidar at the own time of item it (mean m), solved and
+ * written to taus[it] (the forward) or read from there (the backward). */
+NUREC_HD void NR(rl_sensor_at_time)(const nurec_rasterize_lidar_params* p, int64_t c, int64_t it, const real_t m[3],
+                                    int solve, NR(rl_sensor)* S) {
+    if (!p->shutter_params) return;
+    const real_t* sp = (const real_t*)p->shutter_params + NUREC_RS_PARAMS * c;
+    real_t* taus = (real_t*)p->taus;
+    if (solve)
+        taus[it] = NR(rl_rolling_tau)(S, sp, (const real_t*)p->column_azimuths, (const real_t*)p->column_times,
+                                      p->cols, m, (real_t)p->near_plane, (real_t)p->far_plane);
+    else
+        NR(rs_pose_at)(sp, taus[it], S->R, S->t);
 }
 
 /* Forward intermediates of the projection of one Gaussian (for the VJP). */

@@ -20,9 +20,12 @@ def project(means, quats, scales, viewmats, eps2d, near, far):
     """Spherical projection of N Gaussians into C lidars: (azimuth, elevation)
     [C,N,2], conic [C,N,3], range [C,N], valid [C,N]. Invalid items get a
     harmless stand-in position so that nothing (value or gradient) is NaN."""
-    R = viewmats[:, :3, :3]
-    t = viewmats[:, :3, 3]
-    p = torch.einsum("cij,nj->cni", R, means) + t[:, None, :]
+    R = viewmats[..., :3, :3]
+    t = viewmats[..., :3, 3]
+    if viewmats.dim() == 4:  # a pose per (sweep, Gaussian): SPEC 7's rolling shutter
+        p = torch.einsum("cnij,nj->cni", R, means) + t
+    else:
+        p = torch.einsum("cij,nj->cni", R, means) + t[:, None, :]
     with torch.no_grad():
         rd = torch.linalg.vector_norm(p, dim=-1)
         rhod = torch.hypot(p[..., 0], p[..., 1])
@@ -47,13 +50,54 @@ def project(means, quats, scales, viewmats, eps2d, near, far):
     return torch.stack((az, el), -1), conic, r, valid
 
 
+def own_times(means, viewmats, sp, column_azimuths, column_times, near, far):
+    """SPEC 7 for a spinning lidar: each (sweep, Gaussian)'s own time tau*
+    [C,N]: from the start pose, _rolling_shutter.STEPS steps of tau <- the
+    firing time of the column nearest to the mean's azimuth (the smallest
+    wrapped difference; row offsets ignored) and the azimuth again at the pose
+    of tau (a step whose mean is outside the field keeps tau). No gradient."""
+    from .. import _rolling_shutter as RS
+
+    with torch.no_grad():
+        C, N = viewmats.shape[0], means.shape[0]
+        spn = sp[:, None, :].expand(C, N, sp.shape[-1])
+
+        def azimuths(tau):
+            V = RS.pose_at(spn, tau)
+            p = torch.einsum("cnij,nj->cni", V[..., :3, :3], means) + V[..., :3, 3]
+            rho = torch.hypot(p[..., 0], p[..., 1])
+            r = torch.linalg.vector_norm(p, dim=-1)
+            ok = (r > near) & (r < far) & (rho > 0) & (torch.atan2(p[..., 2], rho).abs() <= MAX_ELEVATION)
+            return torch.atan2(p[..., 1], p[..., 0]), ok
+
+        tau = means.new_zeros((C, N))
+        az, ok = azimuths(tau)
+        for k in range(RS.STEPS):
+            nearest = wrap(az[..., None] - column_azimuths).abs().argmin(-1)
+            tau = torch.where(ok, column_times[nearest], tau)
+            if k + 1 < RS.STEPS:
+                az, ok = azimuths(tau)
+        return tau
+
+
 def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
-                    row_azimuth_offsets, near=0.5, far=200.0, eps2d=None):
-    """Pure-PyTorch twin of :func:`nurec_ops.rasterize_lidar`."""
+                    row_azimuth_offsets, near=0.5, far=200.0, eps2d=None, *, viewmats_end=None,
+                    column_times=None):
+    """Pure-PyTorch twin of :func:`nurec_ops.rasterize_lidar`, with SPEC 7's
+    rolling shutter (``viewmats_end``, ``column_times``: each Gaussian
+    rendered with the pose at its own time, by own_times)."""
     C, N = viewmats.shape[0], means.shape[0]
     R, W = row_elevations.shape[0], column_azimuths.shape[0]
     if eps2d is None:
         eps2d = 0.3 * (2 * math.pi / W) ** 2 if W > 0 else 0.0
+    if viewmats_end is not None:
+        from .. import _rolling_shutter as RS
+        from ..rasterize_lidar import default_column_times
+
+        _, sp = RS.pack("rasterize_lidar", viewmats, viewmats_end, "top_to_bottom")
+        times = default_column_times(column_azimuths) if column_times is None else column_times
+        tau = own_times(means.detach(), viewmats, sp, column_azimuths, times, near, far)
+        viewmats = RS.pose_at(sp[:, None, :].expand(C, N, sp.shape[-1]), tau)
     ae, conic, r, valid = project(means, quats, scales, viewmats, float(eps2d), near, far)
     D = features.shape[-1]
     col = features[None].expand(C, N, D)
