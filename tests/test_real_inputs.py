@@ -178,7 +178,8 @@ def _real_like_tables():
         "counter-clockwise": _wrap(torch.roll(az, 50).flip(0)),
         "sector": _wrap(torch.roll(az, 200))[:250],  # 250 of 360 columns: a 110-column gap in azimuth
         "uneven": _wrap(torch.roll(uneven, 11)),
-        "wrap-mid-tile": torch.roll(_wrap(az), 127 - int((_wrap(az).diff().abs() > math.pi).nonzero()[0])),
+        # the table's own wrap (its largest jump; the synthetic model's table may have none) moved into a tile
+        "wrap-mid-tile": torch.roll(_wrap(az), 127 - int(_wrap(az).diff().abs().argmax())),
     }
 
 
