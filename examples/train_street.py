@@ -19,6 +19,8 @@ time, render the camera and the lidar, backward, optimizer step.
     python3 examples/train_street.py --fused --diagnose   # + nurec_ops.diagnose's report of the last steps
     python3 examples/train_street.py --fused --strategy default --sh-degree 3   # densify (gsplat's strategy), SH ramp
     python3 examples/train_street.py --fused --strategy mcmc --cap-max 60000    # MCMC, up to a cap
+    python3 examples/train_street.py --fused --camera-model ftheta --rolling-shutter   # a real FTheta camera,
+                                          # rolling-shutter camera and lidar (the ego moves during a readout)
     torchrun --nproc_per_node=2 examples/train_street.py --ddp   # data parallel (gloo on CPU, NCCL on GPU)
 
 ``--strategy default|mcmc`` densifies as real trainers do, with gsplat's own
@@ -99,6 +101,18 @@ def _accepts(fn, name):
 
 # --------------------------------------------------------------- the step
 
+def sensor_kwargs(D, i):
+    """The camera's and the lidar's SPEC 6 / 7 arguments for frame(s) i
+    (--camera-model, --rolling-shutter): a real calibration's model and the
+    end-of-readout poses."""
+    cam, lid = dict(D.get("cam_model_kw") or {}), {}
+    if D.get("cam_viewmats_end") is not None:
+        cam.update(viewmats_end=D.cam_viewmats_end.index_select(0, i), shutter="top_to_bottom")
+    if D.get("lidar_viewmats_end") is not None:
+        lid.update(viewmats_end=D.lidar_viewmats_end.index_select(0, i))
+    return cam, lid
+
+
 def render_frame(P, D, i, cam_kw=None, lidar_kw=None):
     """Collects the Gaussians at frame ``i`` ([1] int64 device tensor) and
     renders its camera image and lidar sweep with whatever ``collect``,
@@ -111,7 +125,8 @@ def render_frame(P, D, i, cam_kw=None, lidar_kw=None):
         means_w, quats_w, scales, opacities = collect(P.means, P.quats, P.log_scales, P.opacity_logits, D.track_ids,
                                                       key_poses, D.key_times, D.track_ranges, t)
     with nvtx_range("train_street.camera"):
-        kw = dict(cam_kw or {})
+        sensor_cam, sensor_lidar = sensor_kwargs(D, i)
+        kw = dict(sensor_cam, **(cam_kw or {}))
         if D.get("sh_degree") is not None:  # SH colours (--sh-degree), at the degree the ramp has reached
             kw["sh_degree"] = D.sh_degree
         out = rasterize_camera(means_w, quats_w, scales, opacities, P.colors, D.cam_viewmats.index_select(0, i),
@@ -123,7 +138,8 @@ def render_frame(P, D, i, cam_kw=None, lidar_kw=None):
         with nvtx_range("train_street.lidar"):
             _, rng, alpha = rasterize_lidar(means_w, quats_w, scales, opacities, D.intensity,
                                             D.lidar_viewmats.index_select(0, i), D.row_elevations,
-                                            D.column_azimuths, D.row_azimuth_offsets, **(lidar_kw or {}))
+                                            D.column_azimuths, D.row_azimuth_offsets,
+                                            **dict(sensor_lidar, **(lidar_kw or {})))
     return render, rng, alpha, meta
 
 
@@ -199,6 +215,7 @@ def build(args, size, device, dtype):
                                   lidar_calibration=args.lidar_calibration)
     D = NS(gt)
     D.lidar = HAVE_LIDAR and not args.no_lidar
+    sensors_of(args, D, device, dtype)
     N = gt["means"].shape[0]
     D.intensity = torch.ones(N, 1, device=device, dtype=dtype)
     F = gt["times"].shape[0]
@@ -209,15 +226,17 @@ def build(args, size, device, dtype):
             t = gt["times"][f:f + 1]
             mw, qw, s, o = nurec_ops.collect(gt["means"], gt["quats"], gt["log_scales"], gt["opacity_logits"],
                                              gt["track_ids"], gt["key_poses"], gt["key_times"], gt["track_ranges"], t)
+            fi = torch.tensor([f], device=device)
+            cam_kw, lid_kw = sensor_kwargs(D, fi)
             img, _, _ = nurec_ops.rasterize_camera(mw, qw, s, o, gt["colors"], gt["cam_viewmats"][f:f + 1],
-                                                   gt["Ks"][f:f + 1], D.width, D.height, near=CAMERA_NEAR,
-                                                   backgrounds=gt["backgrounds"], **cam_exact)
+                                                   D.Ks[f:f + 1], D.width, D.height, near=CAMERA_NEAR,
+                                                   backgrounds=gt["backgrounds"], **cam_exact, **cam_kw)
             images.append(img[0])
             if D.lidar:
                 fl = nurec_ops.rasterize_lidar
                 kw = {"binning": "exact"} if device.type == "cuda" and _accepts(fl, "binning") else {}
                 _, r, a = fl(mw, qw, s, o, D.intensity, gt["lidar_viewmats"][f:f + 1], gt["row_elevations"],
-                             gt["column_azimuths"], gt["row_azimuth_offsets"], **kw)
+                             gt["column_azimuths"], gt["row_azimuth_offsets"], **kw, **lid_kw)
                 ranges.append(r[0])
                 alphas.append(a[0])
     D.images = torch.stack(images)
@@ -228,6 +247,68 @@ def build(args, size, device, dtype):
     P.key_translations = kp[:, :3].clone().requires_grad_(True)
     P.key_rotations = kp[:, 3:].clone().requires_grad_(True)
     return D, P
+
+
+CAMERA_READOUT_S = 0.030  # a rolling camera's readout (--rolling-shutter)
+LIDAR_SWEEP_S = 0.1       # a spinning lidar's sweep
+
+
+def _moved(V, velocity, dt):
+    """World -> sensor poses [F,4,4] after moving the sensors by velocity
+    [F,3] (world, m/s) for dt seconds (no turn)."""
+    out = V.clone()
+    R, t = V[:, :3, :3], V[:, :3, 3]
+    centre = -torch.einsum("fji,fj->fi", R, t) + velocity * dt
+    out[:, :3, 3] = -torch.einsum("fij,fj->fi", R, centre)
+    return out
+
+
+def sensors_of(args, D, device, dtype):
+    """--camera-model: a real calibration (../shared/data/gsplat/, or
+    --camera-calibration) resized to the scene's camera width replaces the
+    pinhole (its height follows the calibration's aspect); --rolling-shutter:
+    the end-of-readout poses of the camera and the lidar from the ego's
+    velocity between frames. Sets D.cam_model_kw, D.Ks, D.width, D.height,
+    D.cam_viewmats_end, D.lidar_viewmats_end."""
+    D.cam_model_kw, D.cam_viewmats_end, D.lidar_viewmats_end = None, None, None
+    if args.camera_model != "pinhole":
+        from nurec_ops import sensors
+
+        path = args.camera_calibration or _default_calibration(args.camera_model)
+        recs = sensors.read_cameras(path)
+        rec = next(r for r in recs.values() if sensors.camera_params(r)[0] == args.camera_model)
+        model, p, (W, H) = sensors.camera_params(rec, scale=D.width / rec["resolution"][0])
+        F = D.cam_viewmats.shape[0]
+        K = p.pop("Ks", None)
+        D.Ks = (K if K is not None else torch.eye(3, dtype=torch.float64)).to(device, dtype)[None].expand(F, 3, 3)
+        D.width, D.height = W, H
+        D.cam_model_kw = dict(camera_model=model)
+        D.cam_model_params = {k: (v.to(device, dtype) if v.is_floating_point() else v.to(device))[None]
+                              for k, v in p.items()}
+        D.cam_model_kw.update(D.cam_model_params)
+    if args.rolling_shutter:
+        t = D.times.double() * 1e-6
+        F = t.shape[0]
+        for name, dt in (("cam", CAMERA_READOUT_S), ("lidar", LIDAR_SWEEP_S)):
+            V = D[f"{name}_viewmats"]
+            c = -torch.einsum("fji,fj->fi", V[:, :3, :3], V[:, :3, 3])
+            vel = torch.zeros_like(c)
+            if F > 1:  # the ego's velocity from one frame to the next (the last frame keeps the one before)
+                step = (c[1:] - c[:-1]) / (t[1:] - t[:-1]).to(c.device, c.dtype)[:, None]
+                vel = torch.cat((step, step[-1:]))
+            D[f"{name}_viewmats_end"] = _moved(V, vel, dt)
+
+
+def _default_calibration(model):
+    here = os.path.dirname(os.path.abspath(__file__))
+    base = os.environ.get("NUREC_OPS_SHARED_DATA", os.path.join(here, "..", "..", "shared", "data"))
+    name = {"ftheta": "test_ftheta_camera_params.json", "fisheye": "test_fisheye_camera_params.json",
+            "opencv": "test_pinhole_camera_params.json"}[model]
+    path = os.path.join(base, "gsplat", name)
+    if not os.path.exists(path):
+        raise SystemExit(f"train_street: --camera-model {model} needs a calibration: {path} is missing; "
+                         "pass --camera-calibration PATH (an NCore intrinsics JSON)")
+    return path
 
 
 @torch.no_grad()
@@ -374,6 +455,12 @@ def parse_args(argv=None):
     p.add_argument("--diagnose", action="store_true",
                    help="run the last 5 steps under nurec_ops.diagnose (report, trace, GPU busy fraction)")
     p.add_argument("--ddp", action="store_true", help="data parallel under torchrun (gloo on CPU, NCCL on CUDA)")
+    p.add_argument("--camera-model", default="pinhole", choices=["pinhole", "opencv", "fisheye", "ftheta"],
+                   help="the camera: a real calibration of this model (SPEC 6) instead of the pinhole")
+    p.add_argument("--camera-calibration", default=None, metavar="PATH",
+                   help="NCore intrinsics JSON for --camera-model (default: ../shared/data/gsplat/'s)")
+    p.add_argument("--rolling-shutter", action="store_true",
+                   help="rolling-shutter camera (30 ms readout, top to bottom) and lidar (0.1 s sweep), SPEC 7")
     p.add_argument("--strategy", default="none", choices=["none", "default", "mcmc"],
                    help="densify with gsplat's DefaultStrategy or MCMCStrategy (needs --fused; not with --graph)")
     p.add_argument("--absgrad", action="store_true", help="DefaultStrategy on the absgrad (SPEC 8) instead of the grad")

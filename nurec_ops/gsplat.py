@@ -24,6 +24,9 @@ the Jacobian clamp, 0.3 px^2 dilation, opacity-aware culling at alpha
 ``benchmarks/vs_gsplat.py``). One difference: the per-Gaussian alpha is
 capped at 0.99 (the 3DGS original and SPEC 3) where gsplat caps at 0.999.
 """
+import math
+import warnings
+
 import torch
 
 from . import _checks as Ck
@@ -35,6 +38,65 @@ _MODES = ("RGB", "D", "ED", "RGB+D", "RGB+ED")
 
 def _unsupported(name, value, why):
     raise NotImplementedError(f"nurec_ops.{_OP}: `{name}={value!r}` is not supported by nurec_ops ({why})")
+
+
+_WARNED = []
+
+
+def _warn_ewa():
+    if not _WARNED:
+        _WARNED.append(True)
+        warnings.warn("nurec_ops.gsplat.rasterization: `with_ut` / `with_eval3d` are accepted, but nurec_ops "
+                      "renders camera models and rolling shutter with EWA splatting (SPEC 6), not gsplat's "
+                      "unscented transform: images differ for large Gaussians near the edge of a wide lens",
+                      UserWarning, stacklevel=3)
+
+
+def _camera(model, Ks, C, radial, tangential, thin_prism, ftheta, like):
+    """gsplat's camera arguments as rasterize_camera's (kwargs, Ks)."""
+    def per_camera(name, t, width):
+        if t.dim() != 2 or t.shape[0] != C:
+            _unsupported(name, f"shape {list(t.shape)}", f"pass [C, {width}] (no batch dimensions)")
+        return t
+    if model == "pinhole":
+        if radial is None and tangential is None and thin_prism is None:
+            return {}, Ks
+        r = like.new_zeros((C, 6)) if radial is None else per_camera("radial_coeffs", radial, 6)
+        if r.shape[1] == 4:
+            r = torch.cat((r, r.new_zeros((C, 2))), 1)
+        t = like.new_zeros((C, 2)) if tangential is None else per_camera("tangential_coeffs", tangential, 2)
+        s = like.new_zeros((C, 4)) if thin_prism is None else per_camera("thin_prism_coeffs", thin_prism, 4)
+        return dict(camera_model="opencv", radial=r, tangential=t, thin_prism=s), Ks
+    if model == "fisheye":
+        r = like.new_zeros((C, 4)) if radial is None else per_camera("radial_coeffs", radial, 4)
+        if r.shape[1] != 4:
+            _unsupported("radial_coeffs", f"shape {list(r.shape)}", "a fisheye takes k1..k4: [C, 4]")
+        return dict(camera_model="fisheye", radial=r, max_angle=like.new_full((C,), math.pi)), Ks
+    if model == "ftheta":
+        if ftheta is None:
+            _unsupported("ftheta_coeffs", None, "camera_model='ftheta' needs gsplat's FThetaCameraDistortionParameters")
+        f = lambda v: like.new_tensor([float(x) for x in v])[None].expand(C, -1).contiguous()  # noqa: E731
+        ref = getattr(ftheta.reference_poly, "name", str(ftheta.reference_poly))
+        return dict(camera_model="ftheta", principal_point=Ks[:, :2, 2] - 0.5,  # ours adds the half pixel
+                    angle_to_pixel=f(ftheta.angle_to_pixeldist_poly), pixel_to_angle=f(ftheta.pixeldist_to_angle_poly),
+                    linear_cde=f(ftheta.linear_cde), max_angle=like.new_full((C,), float(ftheta.max_angle)),
+                    reference_poly=1 if "PIXELDIST_TO_ANGLE" in ref else 2), None
+    _unsupported("camera_model", model, "pinhole (with or without distortion), fisheye and ftheta only")
+
+
+_SHUTTERS = {"ROLLING_TOP_TO_BOTTOM": "top_to_bottom", "ROLLING_BOTTOM_TO_TOP": "bottom_to_top",
+             "ROLLING_LEFT_TO_RIGHT": "left_to_right", "ROLLING_RIGHT_TO_LEFT": "right_to_left"}
+
+
+def _shutter(rolling_shutter, viewmats_rs):
+    name = getattr(rolling_shutter, "name", None if rolling_shutter is None else str(rolling_shutter))
+    if name in (None, "GLOBAL"):
+        return {}
+    if name not in _SHUTTERS:
+        _unsupported("rolling_shutter", rolling_shutter, f"one of {sorted(_SHUTTERS)} or GLOBAL")
+    if viewmats_rs is None:
+        _unsupported("viewmats_rs", None, "a rolling shutter needs the end poses [C, 4, 4]")
+    return dict(viewmats_end=viewmats_rs, shutter=_SHUTTERS[name])
 
 
 def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, height, near_plane=0.01,
@@ -57,10 +119,23 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     default: pass ``packed=False``; the packed layout needs a host sync to
     size), ``eps2d`` other than 0.3, ``radius_clip`` > 0,
     ``absgrad=True`` with colors of more than 4 channels,
-    ``rasterize_mode="antialiased"``, camera models other than pinhole,
-    distortion coefficients, rolling shutter, the unscented transform and 3D
-    evaluation, ``distributed``, ``sparse_grad``, ``segmented``, ``covars``,
-    per-camera colors [C, N, D] and batch dimensions.
+    ``rasterize_mode="antialiased"``, ``camera_model="ortho"``,
+    ``distributed``, ``sparse_grad``, ``segmented``, ``covars``, per-camera
+    colors [C, N, D] and batch dimensions.
+
+    Camera models and rolling shutter, which gsplat renders only with
+    ``with_ut=True``: ``camera_model="pinhole"`` with ``radial_coeffs`` [C, 6]
+    (or [C, 4]), ``tangential_coeffs`` [C, 2], ``thin_prism_coeffs`` [C, 4]
+    is SPEC 6's "opencv"; ``"fisheye"`` with ``radial_coeffs`` [C, 4] its
+    "fisheye" (no field limit but the hemisphere and beyond: max angle pi);
+    ``"ftheta"`` with ``ftheta_coeffs`` (one set for all cameras) its
+    "ftheta", the principal point from ``Ks`` as gsplat places it;
+    ``rolling_shutter`` (gsplat's ``RollingShutterType``) with ``viewmats_rs``
+    (the end poses) SPEC 7's shutter. nurec_ops renders these with EWA (SPEC
+    6), not the unscented transform: ``with_ut`` / ``with_eval3d`` are
+    accepted, with a warning once, and the images differ from gsplat's 3DGUT
+    for large Gaussians near the edge of a wide lens (RESULTS.md: 42.8 dB on
+    a 120-degree FTheta street, 48.6 on a pinhole).
     """
     if packed:
         _unsupported("packed", packed, "pass packed=False: nurec_ops renders [C, N] unpacked, sync-free")
@@ -70,19 +145,16 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         _unsupported("radius_clip", radius_clip, "every Gaussian that reaches alpha 1/255 is rendered")
     if rasterize_mode != "classic":
         _unsupported("rasterize_mode", rasterize_mode, "only the classic mode")
-    if camera_model != "pinhole":
-        _unsupported("camera_model", camera_model, "only pinhole cameras so far")
-    for name, value in (("radial_coeffs", radial_coeffs), ("tangential_coeffs", tangential_coeffs),
-                        ("thin_prism_coeffs", thin_prism_coeffs), ("ftheta_coeffs", ftheta_coeffs),
-                        ("viewmats_rs", viewmats_rs), ("covars", covars)):
-        if value is not None:
-            _unsupported(name, type(value).__name__, "not implemented")
-    if rolling_shutter is not None and getattr(rolling_shutter, "name", str(rolling_shutter)) != "GLOBAL":
-        _unsupported("rolling_shutter", rolling_shutter, "only a global shutter so far")
-    for name, value in (("with_ut", with_ut), ("with_eval3d", with_eval3d), ("distributed", distributed),
-                        ("sparse_grad", sparse_grad), ("segmented", segmented)):
+    if covars is not None:
+        _unsupported("covars", type(covars).__name__, "Gaussians are quats and scales")
+    for name, value in (("distributed", distributed), ("sparse_grad", sparse_grad), ("segmented", segmented)):
         if value:
             _unsupported(name, value, "not implemented")
+    if with_ut or with_eval3d:
+        _warn_ewa()
+    cam_kw, Ks = _camera(camera_model, Ks, viewmats.shape[0], radial_coeffs, tangential_coeffs, thin_prism_coeffs,
+                         ftheta_coeffs, means)
+    cam_kw.update(_shutter(rolling_shutter, viewmats_rs))
     if render_mode not in _MODES:
         Ck.fail(_OP, f"`render_mode` must be one of {_MODES}, got {render_mode!r}")
     if means.dim() != 2:
@@ -105,7 +177,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     render, depth, alpha, m = rasterize_camera(
         means, quats, scales, opacities, feats, viewmats, Ks, int(width), int(height), near=near_plane,
         far=far_plane, backgrounds=bg, sh_degree=sh_degree if sh else None, return_meta=True, means2d_grad=grad,
-        absgrad=bool(absgrad) and grad)
+        absgrad=bool(absgrad) and grad, **cam_kw)
     if render_mode in ("ED", "RGB+ED"):
         depth = depth / alpha.clamp(min=1e-10)
     if render_mode == "RGB":

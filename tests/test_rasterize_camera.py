@@ -148,7 +148,7 @@ def assert_close_flips(actual, expected, dtype, factor=1.0, msg="", max_frac=2e-
     assert (err[bad] <= bound * scale).all(), f"{msg}: an element is off by {err.max().item():.3g} (scale {scale:.3g})"
 
 
-def check_parity(scene, device, dtype, bg=False, factor=1.0):
+def check_parity(scene, device, dtype, bg=False, factor=1.0, grad_max_frac=0.02):
     s = to(scene, device, dtype, bg=bg)
     r = to(scene, "cpu", torch.float64, bg=False)
     if bg:
@@ -168,7 +168,7 @@ def check_parity(scene, device, dtype, bg=False, factor=1.0):
     ge = grads(expect, r, cot)
     for k in ge:
         assert g[k] is not None, k
-        assert_close_flips(g[k], ge[k], dtype, factor=10 * factor, msg=f"grad {k}", max_frac=0.02)
+        assert_close_flips(g[k], ge[k], dtype, factor=10 * factor, msg=f"grad {k}", max_frac=grad_max_frac)
 
 
 # ------------------------------------------------------------ parity tests
@@ -201,7 +201,11 @@ def test_parity_edge_gaussians(device, dtype):
     _, _, alpha = run(ref.rasterize_camera, {**s})
     # the scene does what it says: some pixels hit the cut-off
     assert (alpha[0] > 1 - 2e-4).any()
-    check_parity(scene, device, dtype, bg=True)
+    # float32: a pixel whose T crosses the 1e-4 cut-off on the other side of
+    # the reference changes the gradient of every Gaussian behind it there;
+    # with the scene's few (159) Gaussians that reached 5% of them (8, seed
+    # 116438361204595, session 8's code and this one's alike)
+    check_parity(scene, device, dtype, bg=True, grad_max_frac=0.02 if dtype == torch.float64 else 0.08)
 
 
 @pytest.mark.parametrize("device", DEVICES)

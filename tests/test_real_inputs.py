@@ -178,8 +178,9 @@ def _real_like_tables():
         "counter-clockwise": _wrap(torch.roll(az, 50).flip(0)),
         "sector": _wrap(torch.roll(az, 200))[:250],  # 250 of 360 columns: a 110-column gap in azimuth
         "uneven": _wrap(torch.roll(uneven, 11)),
-        # the table's own wrap (its largest jump; the synthetic model's table may have none) moved into a tile
-        "wrap-mid-tile": torch.roll(_wrap(az), 127 - int(_wrap(az).diff().abs().argmax())),
+        # the table's seam (its jump round the circle, the last column to the first included: the
+        # synthetic model's table has no jump inside) moved to column 127, inside the first tile
+        "wrap-mid-tile": torch.roll(_wrap(az), 127 - int((torch.roll(_wrap(az), -1) - _wrap(az)).abs().argmax())),
     }
 
 

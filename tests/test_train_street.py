@@ -278,3 +278,19 @@ def test_strategy_refuses_what_it_cannot_follow(tmp_path):
     with pytest.raises(SystemExit, match="graph"):
         train_street.main(["--size", "tiny", "--steps", "2", "--device", "cpu", "--fused", "--graph", "--strategy",
                            "mcmc", "--out", str(tmp_path)])
+
+
+def test_real_camera_and_rolling_shutter_fused_matches_reference(tmp_path):
+    """--camera-model ftheta --rolling-shutter (a real FTheta calibration,
+    rolling camera and lidar): the fused loop's losses are the reference
+    loop's step by step, as for the pinhole."""
+    import shared_data
+    shared_data.require(shared_data.FTHETA)
+    args = ["--size", "tiny", "--steps", "4", "--quiet", "--no-eval", "--device", "cpu", "--camera-model", "ftheta",
+            "--rolling-shutter", "--camera-calibration", shared_data.require(shared_data.FTHETA)]
+    ref = train_street.main(args + ["--out", str(tmp_path / "ref")])
+    fused = train_street.main(args + ["--fused", "--out", str(tmp_path / "fused")])
+    a = torch.tensor(ref["losses"], dtype=torch.float64)
+    b = torch.tensor(fused["losses"], dtype=torch.float64)
+    assert torch.isfinite(a).all() and (a[:, 1] > 0).all()
+    torch.testing.assert_close(b, a, rtol=RTOL, atol=0.0)
