@@ -8,6 +8,7 @@
 #     quick: build, bad-input suite, GPU tests, sanitizers on the changed
 #     kernels' tests; bench: vs_gsplat (carry .whl and .gsplat_chunks) and the
 #     lidar benchmark; all (default): both; train: the training step.
+#     rig: benchmarks/bench_rig_step.py (RIG_SWEEP=1: and its sweep).
 #     TRAINERS=1 (any mode): also gsplat's trainers loop with gsplat and
 #     with nurec_ops (DefaultStrategy, absgrad, MCMC), train_street's
 #     densifying runs and bench_meta.
@@ -23,7 +24,7 @@ step "build (pip install --no-build-isolation -e ., this machine's compilers)"
 start=$(date +%s)
 MAX_JOBS=${MAX_JOBS:-16} python3 -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.log" 2>&1
 echo "rc=$? in $(( $(date +%s) - start )) s"; tail -3 "$OUT/build.log"
-if [ "$MODE" = all ] || [ "$MODE" = bench ] || [ -n "${TRAINERS:-}" ]; then
+if [ "$MODE" = all ] || [ "$MODE" = bench ] || [ "$MODE" = rig ] || [ -n "${TRAINERS:-}" ]; then
     (source benchmarks/peer_gsplat.sh > /tmp/gsplat_setup.log 2>&1) &  # unpacks the carried peer meanwhile
     GS=$!
 fi
@@ -86,6 +87,13 @@ if [ -n "${TRAINERS:-}" ]; then
     done | tee "$OUT/train_street_strategy.log"
     step "bench_meta"
     timeout ${BENCH_TIMEOUT:-200} python3 benchmarks/bench_meta.py 2>&1 | quiet | tee "$OUT/bench_meta.log"
+fi
+
+if [ "$MODE" = rig ]; then
+    step "the rig step (issue 19): 5 cameras + lidar, 2M Gaussians; ours, graph, gsplat's cameras; then the sweep"
+    wait $GS 2>/dev/null
+    PYTHONPATH=/tmp/site:$PYTHONPATH timeout ${RIG_TIMEOUT:-300} python3 benchmarks/bench_rig_step.py --graph --gsplat \
+        ${RIG_SWEEP:+--sweep} 2>&1 | quiet | tee "$OUT/rig_step.log"
 fi
 
 if [ "$MODE" = train ]; then

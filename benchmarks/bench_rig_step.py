@@ -1,0 +1,271 @@
+"""The real training step of a drive (issue 19): the 5-camera rig of
+../shared/data/gsplat/test_pinhole_camera_params.json (3 x 1920x1280,
+2 x 1920x886; its intrinsics as pinholes, so that gsplat's classic path can
+render the same) on a car in the synthetic street, the 128 x 3600 lidar, N
+Gaussians of which 64 actors, SH degree 3 for the cameras. One step:
+collect, the cameras (one call per image size), the lidar, L1 losses,
+backward, Adam over every parameter.
+
+Reported per step: median time (CUDA events between step starts, no sync in
+the loop; eager and, with --graph, replayed as a CUDA graph), the share of
+each op's device time (one profiled step), kernels, host syncs (counted
+under set_sync_debug_mode), peak memory; with --gsplat the same step with
+gsplat's camera rasterizer (PyPI 1.5.3, classic, packed=False) for the
+cameras, as a ratio. --sweep: N, cameras and resolution varied; a table
+and docs/rig_step_sweep.png (matplotlib).
+
+    python3 benchmarks/bench_rig_step.py [--gaussians 2e6] [--steps 30] [--graph] [--gsplat] [--sweep]
+    python3 benchmarks/bench_rig_step.py --smoke          # a tiny CPU run of the same code
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+import warnings
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+import nurec_ops  # noqa: E402
+from scenes import make_street_scene, street_lidar  # noqa: E402
+from timing import table  # noqa: E402
+
+RIG = "gsplat/test_pinhole_camera_params.json"
+ACTORS, PER_ACTOR = 64, 8_000
+
+
+def rig_cameras(device, dtype, scale=1.0, cameras=5, car_x=-30.0):
+    """(groups, names): per image size, (viewmats [C,4,4], Ks [C,3,3], W, H)
+    of the rig's cameras on a car at car_x (rig frame: x forward, y left,
+    z up, on the road)."""
+    import shared_data
+    from nurec_ops import sensors
+
+    recs = sensors.read_cameras(shared_data.require(RIG))
+    names = list(recs)[:cameras]
+    T_world_rig = torch.eye(4, dtype=torch.float64)
+    T_world_rig[0, 3], T_world_rig[1, 3] = car_x, -2.0
+    groups = {}
+    for n in names:
+        _, p, (W, H) = sensors.camera_params(recs[n], scale=scale)
+        T = torch.tensor(recs[n]["T_sensor_rig"], dtype=torch.float64)  # camera -> rig
+        V = torch.linalg.inv(T_world_rig @ T)
+        groups.setdefault((W, H), ([], []))
+        groups[(W, H)][0].append(V)
+        groups[(W, H)][1].append(p["Ks"])
+    out = [(torch.stack(v).to(device, dtype), torch.stack(k).to(device, dtype), W, H)
+           for (W, H), (v, k) in groups.items()]
+    return out, names
+
+
+def lidar_model(device, dtype):
+    import shared_data
+    from nurec_ops.lidar_model import load_lidar_model, synthetic_lidar_model
+
+    path = shared_data.find(shared_data.LIDAR)
+    return load_lidar_model(path, dtype=dtype, device=device) if path else synthetic_lidar_model(dtype=dtype,
+                                                                                                device=device)
+
+
+def build(device, dtype, N, cameras, scale, lidar=True, sh=3):
+    per = min(PER_ACTOR, max(N // (4 * ACTORS), 1))
+    s = make_street_scene(device, dtype, seed=0, num_static=max(N - ACTORS * per, 1), num_tracks=ACTORS,
+                          per_track=per)
+    n = s["means"].shape[0]
+    K = (sh + 1) ** 2
+    params = {k: s[k].clone().requires_grad_(True) for k in ("means", "quats", "log_scales", "opacity_logits")}
+    sh0 = (s["colors"].to(dtype) - 0.5) / 0.28209479177387814
+    params["sh"] = torch.cat((sh0[:, None], torch.zeros(n, K - 1, 3, device=device, dtype=dtype)), 1).requires_grad_(True)
+    params["key_poses"] = s["key_poses"].clone().requires_grad_(True)
+    groups, names = rig_cameras(device, dtype, scale, cameras)
+    targets = [torch.rand(V.shape[0], H, W, 3, device=device, dtype=dtype) for V, _, W, H in groups]
+    D = dict(scene=s, groups=groups, names=names, targets=targets, sh=sh, lidar=None)
+    if lidar:
+        model = lidar_model(device, dtype)
+        D["lidar"] = (street_lidar(device, dtype), model)
+        R, W = model.row_elevations.shape[0], model.column_azimuths.shape[0]
+        D["lidar_target"] = torch.rand(1, R, W, 1, device=device, dtype=dtype) * 30
+    return params, D
+
+
+def step_fn(params, D, opt, camera_op="nurec_ops", capacity=None):
+    s = D["scene"]
+    kw = {} if capacity is None else dict(capacity=capacity)
+    if camera_op == "gsplat":
+        import gsplat
+
+    def step():
+        mw, qw, sc, o = nurec_ops.collect(params["means"], params["quats"], params["log_scales"],
+                                          params["opacity_logits"], s["track_ids"], params["key_poses"],
+                                          s["key_times"], s["track_ranges"], s["query_times"])
+        loss = 0.0
+        for (V, K, W, H), tgt in zip(D["groups"], D["targets"]):
+            if camera_op == "gsplat":
+                img, _, _ = gsplat.rasterization(mw, qw, sc, o, params["sh"], V, K, W, H, sh_degree=D["sh"],
+                                                 packed=False, near_plane=0.01)
+            else:
+                img = nurec_ops.rasterize_camera(mw, qw, sc, o, params["sh"], V, K, W, H, sh_degree=D["sh"], **kw)[0]
+            loss = loss + (img - tgt).abs().mean()
+        if D["lidar"] is not None:
+            LV, m = D["lidar"]
+            rng = nurec_ops.rasterize_lidar(mw, qw, sc, o, torch.ones_like(o)[:, None], LV, *m, **kw)[1]
+            loss = loss + 0.05 * (rng - D["lidar_target"]).abs().mean()
+        opt.zero_grad(set_to_none=False)
+        loss.backward()
+        opt.step()
+    return step
+
+
+def timed(step, device, steps, warm=3):
+    for _ in range(warm):
+        step()
+    if device.type != "cuda":
+        t = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            step()
+            t.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(t)
+    torch.cuda.synchronize()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+    ev[0].record()
+    for k in range(steps):
+        step()
+        ev[k + 1].record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in zip(ev, ev[1:]))
+
+
+def syncs_of(step, device):
+    if device.type != "cuda":
+        return 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            step()
+        finally:
+            torch.cuda.set_sync_debug_mode(0)
+    return sum(str(w.message).startswith("called a synchronizing CUDA operation") for w in caught)
+
+
+def profile_shares(step, device):
+    acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda"
+                                                    else [])
+    with torch.profiler.profile(activities=acts) as prof:
+        step()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    ev = prof.key_averages()
+    attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    ours = {e.key: getattr(e, attr, 0.0) for e in ev if e.key.startswith("nurec_ops::")}
+    kernels = sum(e.count for e in ev if device.type == "cuda" and getattr(e, "device_type", None) is not None
+                  and str(e.device_type).endswith("CUDA")) if device.type == "cuda" else 0
+    total = sum(getattr(e, attr, 0.0) for e in ev) or 1.0
+    return {k: v / total for k, v in sorted(ours.items(), key=lambda kv: -kv[1])}, kernels
+
+
+def graphed(step, device):
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        step()
+    return g.replay
+
+
+def measure(device, dtype, N, cameras, scale, steps, graph=False, with_gsplat=False):
+    params, D = build(device, dtype, N, cameras, scale)
+    opt = torch.optim.Adam(list(params.values()), lr=1e-3, capturable=graph and device.type == "cuda")
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    step = step_fn(params, D, opt)
+    row = dict(N=D["scene"]["means"].shape[0], cameras=cameras, scale=scale, eager_ms=timed(step, device, steps))
+    row["syncs"] = syncs_of(step, device)
+    row["shares"], row["kernels"] = profile_shares(step, device)
+    row["peak_mb"] = torch.cuda.max_memory_allocated() / 2 ** 20 if device.type == "cuda" else float("nan")
+    if graph and device.type == "cuda":
+        from nurec_ops import _binning
+        caps = []
+        for op in ("rasterize_camera", "rasterize_lidar"):
+            pol = _binning.policy(op)
+            pol.poll()
+            caps += list(pol.capacity.values())
+        cap = 2 * max(caps) if caps else 64 * row["N"]
+        row["graph_ms"] = timed(graphed(step_fn(params, D, opt, capacity=cap), device), device, steps)
+    if with_gsplat:
+        row["gsplat_ms"] = timed(step_fn(params, D, opt, camera_op="gsplat"), device, steps)
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gaussians", type=float, default=2e6)
+    ap.add_argument("--cameras", type=int, default=5)
+    ap.add_argument("--scale", type=float, default=1.0, help="image resolution factor")
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--graph", action="store_true")
+    ap.add_argument("--gsplat", action="store_true")
+    ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="tiny CPU run (20k Gaussians, 1/20 images, 2 steps)")
+    a = ap.parse_args()
+    device = torch.device("cpu" if a.smoke else "cuda")
+    if a.smoke:
+        a.gaussians, a.scale, a.steps = 2e4, 0.05, 2
+    r = measure(device, torch.float32, int(a.gaussians), a.cameras, a.scale, a.steps, a.graph, a.gsplat)
+    print(table([[r["N"], r["cameras"], r["scale"], f"{r['eager_ms']:.2f}",
+                  f"{r.get('graph_ms', float('nan')):.2f}", r["syncs"], r["kernels"], f"{r['peak_mb']:.0f}",
+                  f"{r['gsplat_ms'] / r['eager_ms']:.2f}x" if "gsplat_ms" in r else "-"]],
+                ["Gaussians", "cameras", "resolution", "step ms", "graph ms", "syncs", "kernels", "peak MB",
+                 "gsplat cameras / ours"]))
+    print("device-time shares: " + ", ".join(f"{k.split('::')[1]} {100 * v:.1f}%" for k, v in r["shares"].items()))
+    if a.sweep:
+        sweep(device, a.steps)
+
+
+def sweep(device, steps):
+    rows, pts = [], []
+    for N in (0.25e6, 0.5e6, 1e6, 2e6, 4e6, 8e6):
+        r = measure(device, torch.float32, int(N), 5, 1.0, steps)
+        rows.append([r["N"], 5, 1.0, f"{r['eager_ms']:.2f}", f"{r['peak_mb']:.0f}"])
+        pts.append(("N", r["N"], r["eager_ms"]))
+    for cams in (1, 2, 3, 4, 5):
+        r = measure(device, torch.float32, int(2e6), cams, 1.0, steps)
+        rows.append([r["N"], cams, 1.0, f"{r['eager_ms']:.2f}", f"{r['peak_mb']:.0f}"])
+        pts.append(("cameras", cams, r["eager_ms"]))
+    for scale in (0.5, 1.0, 2.0):
+        r = measure(device, torch.float32, int(2e6), 5, scale, steps)
+        rows.append([r["N"], 5, scale, f"{r['eager_ms']:.2f}", f"{r['peak_mb']:.0f}"])
+        pts.append(("resolution", scale, r["eager_ms"]))
+    print(table(rows, ["Gaussians", "cameras", "resolution", "step ms", "peak MB"]))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
+        for ax, what in zip(axes, ("N", "cameras", "resolution")):
+            xs = [x for w, x, _ in pts if w == what]
+            ys = [y for w, _, y in pts if w == what]
+            ax.plot(xs, ys, "o-")
+            ax.set_xlabel(what)
+            ax.set_ylabel("step ms")
+            if what == "N":
+                ax.set_xscale("log")
+        fig.tight_layout()
+        os.makedirs(os.path.join(ROOT, "docs"), exist_ok=True)
+        fig.savefig(os.path.join(ROOT, "docs", "rig_step_sweep.png"), dpi=120)
+    except ImportError:
+        print("matplotlib missing: no plot")
+
+
+if __name__ == "__main__":
+    main()
