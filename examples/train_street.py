@@ -163,10 +163,7 @@ def train_step(P, D, opt, S, cfg):
             loss.backward()
         if cfg.world > 1:
             with nvtx_range("train_street.all_reduce"):
-                for name in PARAMS:
-                    g = P[name].grad
-                    torch.distributed.all_reduce(g)
-                    g.div_(cfg.world)
+                all_reduce_grads([P[name] for name in PARAMS], cfg.world)
         with nvtx_range("train_street.optimizer"):
             opt.step()
         S.losses.index_copy_(0, S.step, torch.stack([loss, cam_loss, lidar_loss]).detach()[None])
@@ -190,11 +187,50 @@ def train_step_densify(P, D, opt, S, cfg, dens, k):
         dens.pre_backward(k, info)
         with nvtx_range("train_street.backward"):
             loss.backward()
+        if cfg.world > 1:
+            with nvtx_range("train_street.all_reduce"):
+                all_reduce_grads([P[name] for name in PARAMS], cfg.world)
+                info = gather_info(info, cfg.world)  # every rank then makes the same densification decisions
         with nvtx_range("train_street.optimizer"):
             opt.step()
             dens.step(k, info, P, D)
         S.losses.index_copy_(0, S.step, torch.stack([loss, cam_loss, lidar_loss]).detach()[None])
         S.step.add_(1)
+
+
+def all_reduce_grads(params, world):
+    """The mean of the parameters' gradients over the ranks, in one
+    collective on one flat buffer."""
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    torch.distributed.all_reduce(flat)
+    flat.div_(world)
+    at = 0
+    for p, g in zip(params, grads):
+        n = g.numel()
+        p.grad = flat[at:at + n].view_as(g)
+        at += n
+
+
+def gather_info(info, world):
+    """The ranks' densification inputs (SPEC 8's means2d gradient, its
+    absgrad, radii) gathered into one info with every rank's cameras, the
+    same on every rank: gsplat's strategy, run on it with the same seed on
+    each rank, decides the same splits, clones, prunes and relocations."""
+    m = info["means2d"]
+
+    def gather(t):
+        parts = [torch.empty_like(t) for _ in range(world)]
+        torch.distributed.all_gather(parts, t.contiguous())
+        return torch.cat(parts)
+    out = dict(info)
+    leaf = torch.zeros((world * m.shape[0],) + tuple(m.shape[1:]), dtype=m.dtype, device=m.device,
+                       requires_grad=True)
+    leaf.grad = gather(m.grad if m.grad is not None else torch.zeros_like(m))
+    if getattr(m, "absgrad", None) is not None:
+        leaf.absgrad = gather(m.absgrad)
+    out.update(means2d=leaf, radii=gather(info["radii"]), n_cameras=world * m.shape[0])
+    return out
 
 
 def to_sh(colors, degree):
@@ -528,8 +564,6 @@ def main(argv=None):
         if args.graph:
             raise SystemExit("train_street: --strategy changes the number of Gaussians, which a captured CUDA "
                              "graph cannot follow: drop --graph")
-        if args.ddp:
-            raise SystemExit("train_street: --strategy with --ddp is not supported yet")
     if size == "large" and args.fused is None:
         raise SystemExit("train_street: the dense reference rasterizers cannot render the large scene; "
                          "use --fused raster (the baseline: reference collection + fused rasterizers) or --fused")

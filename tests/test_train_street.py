@@ -108,6 +108,27 @@ def test_ddp_two_processes_gloo(tmp_path):
         assert not torch.equal(p0[k], start[k].detach()), f"{k} did not train"
 
 
+@pytest.mark.parametrize("strategy", ["default", "mcmc"])
+def test_ddp_densifying_ranks_stay_identical(tmp_path, strategy):
+    """torchrun --nproc_per_node=2 --ddp --strategy (gloo, CPU): the ranks
+    render different frames, gather their densification inputs and make the
+    same decisions: after steps that split / clone / prune (or relocate and
+    add) the parameters are bit-identical across ranks."""
+    pytest.importorskip("gsplat.strategy")
+    out = str(tmp_path)
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           os.path.join(EXAMPLES, "train_street.py"), "--ddp", "--device", "cpu", "--fused", "--no-eval",
+           "--size", "tiny", "--steps", "12", "--quiet", "--strategy", strategy, "--cap-max", "500", "--out", out]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    p0 = torch.load(os.path.join(out, "params_rank0.pt"))
+    p1 = torch.load(os.path.join(out, "params_rank1.pt"))
+    assert p0["means"].shape[0] != 348, "the strategy did not change the Gaussians"
+    for k in p0:
+        assert torch.equal(p0[k], p1[k]), k
+
+
 @gpu
 def test_cuda_graph_matches_eager_fused(tmp_path):
     """The captured step replays the same training: losses as the eager fused
