@@ -84,10 +84,19 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
             pixels of the absolute value of each pixel's means2d gradient
             (gsplat's ``absgrad``, what ``DefaultStrategy(absgrad=True)``
             reads); features of at most 4 channels (RGB or SH).
-        camera_model: "pinhole" (SPEC section 3). The other models of SPEC
-            section 6 ("opencv", "fisheye", "ftheta") are in the reference
-            twin (nurec_ops.reference.rasterize_camera) and
-            nurec_ops.sensors so far; the fused op raises for them.
+        camera_model: "pinhole" (SPEC section 3), or SPEC section 6's
+            "opencv" (``radial [C, 6]``, ``tangential [C, 2]``,
+            ``thin_prism [C, 4]``), "fisheye" (``radial [C, 4]``,
+            ``max_angle [C]``) or "ftheta" (``principal_point [C, 2]``,
+            ``angle_to_pixel [C, 6]``, ``linear_cde [C, 3]``, ``max_angle
+            [C]``, optionally ``pixel_to_angle [C, 6]`` and
+            ``reference_poly``; ``Ks`` may be None), passed as keywords
+            (``nurec_ops.sensors`` reads them from NCore calibrations).
+        viewmats_end, shutter: SPEC section 7's rolling shutter: the
+            cameras' poses at the end of the readout ``[C, 4, 4]`` and its
+            direction ("top_to_bottom", "bottom_to_top", "left_to_right",
+            "right_to_left"; "global" or no end pose: a global shutter).
+            Each Gaussian is rendered with the pose at its own time.
 
     Returns:
         a named tuple ``(render [C, H, W, D], depth [C, H, W, 1], alpha

@@ -1,0 +1,576 @@
+"""An NVIDIA NCore v4 clip in, the tensors of nurec_ops' ops out.
+
+    from nurec_ops.io.ncore import load_clip
+
+    clip = load_clip("clip.json", device="cuda")   # sequence meta JSON, a store, a folder of stores
+    cam = clip.cameras["camera_front_wide_120fov"]
+    i = torch.tensor([3], device="cuda")          # a frame
+    rasterize_camera(means, quats, scales, opacities, colors, cam.viewmats[i], cam.Ks.expand(1, 3, 3),
+                     cam.width, cam.height, viewmats_end=cam.viewmats_end[i], shutter=cam.shutter,
+                     **cam.model_kwargs())
+    lid = clip.lidars["lidar_top"]
+    rasterize_lidar(means, quats, scales, opacities, features, lid.viewmats[i], *lid.model,
+                    viewmats_end=lid.viewmats_end[i], column_times=lid.column_times)
+    init = clip.initial_gaussians()                # lidar points: means, track ids (-1: static)
+
+Everything is read and converted while loading (loops over frames are fine
+there); what a training step needs is then plain indexing of device tensors.
+Floating tensors come in ``dtype`` on ``device``, times as int64
+microseconds (SPEC conventions), ids as int64.
+
+Conventions, NCore's and ours. NCore keeps a graph of named frames whose
+edges are static or time-dependent rigid transforms ``T_source_target``
+(mapping points of ``source`` to ``target``; "world" is the anchor, "rig"
+the vehicle). A world -> sensor view matrix is therefore the pose graph's
+``("world", sensor)`` transform at a time: NCore interpolates between the
+stored samples (linear translation, slerp rotation) in the stored precision
+(float64 when written so) and we cast at the end. A sensor frame has a start
+and an end timestamp; ``viewmats`` / ``viewmats_end`` are the poses then
+(SPEC 7's rolling shutter). NCore's camera frame is OpenCV's (x right,
+y down, z forward) and its image coordinates start at the first pixel's
+top-left corner, as ours; its lidar frame is x forward, y left, z up with
+azimuth ``atan2(y, x)`` and elevation ``asin(z)``, as rasterize_lidar's.
+Camera intrinsics go through ``nurec_ops.sensors.camera_params`` (which
+moves FTheta's pixel-centre principal point to our origin).
+
+A large world frame (e.g. ECEF coordinates) would lose precision in
+float32: NCore clips use a local metric world, but check ``viewmats``'
+translations before training in float32.
+
+Needs ``nvidia-ncore`` (``pip install nurec_ops[ncore]``), imported only when
+a clip is loaded.
+"""
+import collections
+import dataclasses
+import glob
+import math
+import os
+import warnings
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from .. import sensors as _sensors
+from .._rolling_shutter import rotmat_to_quat
+from ..lidar_model import LidarModel
+from ..reference.quat import to_rotmat
+
+INSTALL_HINT = ("reading NCore clips needs NVIDIA's NCore (PyPI: nvidia-ncore): "
+                "pip install nurec_ops[ncore]")
+
+# NCore's ShutterType names -> rasterize_camera's `shutter` (SPEC 7). Both
+# time a pixel row (column) alike: NCore's floor(y) / (H - 1) top to bottom,
+# (H - ceil(y)) / (H - 1) bottom to top, which at pixel centres are SPEC 7's.
+SHUTTER_OF = {"ROLLING_TOP_TO_BOTTOM": "top_to_bottom", "ROLLING_BOTTOM_TO_TOP": "bottom_to_top",
+              "ROLLING_LEFT_TO_RIGHT": "left_to_right", "ROLLING_RIGHT_TO_LEFT": "right_to_left",
+              "GLOBAL": "global"}
+
+InitialGaussians = collections.namedtuple("InitialGaussians", ["means", "track_ids", "times_us"])
+InitialGaussians.__doc__ = """Lidar points as Gaussian centres: ``means [N, 3]``
+(world coordinates for static points, the actor's cuboid frame for points
+on an actor), ``track_ids [N]`` int64 (-1 static, else the index into
+``Clip.tracks``), ``times_us [N]`` int64 (each point's measurement time)."""
+
+
+def _ncore():
+    """NCore's v4 reader API, or an ImportError saying how to get it."""
+    try:
+        from ncore.data import v4
+    except ImportError as e:
+        raise ImportError(INSTALL_HINT) from e
+    return v4
+
+
+# ------------------------------------------------------------------ results
+
+@dataclasses.dataclass
+class Camera:
+    """One camera of a clip, ``F`` frames.
+
+    ``camera_model`` ("ftheta", "opencv", "fisheye", "pinhole") and
+    ``params`` (its per-camera arguments as ``nurec_ops.sensors.camera_params``
+    returns them: unbatched tensors, ``Ks`` included for the pinhole family;
+    what ``nurec_ops.reference.camera_models.project`` takes), ``Ks [3, 3]``
+    (identity for FTheta, which does not read it), ``width``, ``height``,
+    ``shutter`` (rasterize_camera's), ``timestamps_us [F, 2]`` (start, end),
+    ``viewmats`` / ``viewmats_end [F, 4, 4]`` world -> camera at the frame's
+    start / end, ``images [F, H, W, 3]`` in [0, 1] (None when not loaded),
+    ``T_sensor_rig [4, 4]`` (None when the graph has no static rig edge),
+    ``record``: NCore's intrinsics as the record camera_params read."""
+    name: str
+    camera_model: str
+    params: Dict[str, torch.Tensor]
+    Ks: torch.Tensor
+    width: int
+    height: int
+    shutter: str
+    timestamps_us: torch.Tensor
+    viewmats: torch.Tensor
+    viewmats_end: torch.Tensor
+    images: Optional[torch.Tensor]
+    T_sensor_rig: Optional[torch.Tensor]
+    record: dict
+
+    def model_kwargs(self, C=1):
+        """rasterize_camera's ``camera_model=`` and model arguments for ``C``
+        views of this camera (each parameter expanded to ``[C, k]``)."""
+        kw = {"camera_model": self.camera_model}
+        kw.update({k: v.expand(C, *v.shape) for k, v in self.params.items() if k != "Ks"})
+        return kw
+
+
+@dataclasses.dataclass
+class Lidar:
+    """One lidar of a clip, ``S`` sweeps.
+
+    The row-offset spinning model (None for a lidar without one):
+    ``row_elevations [R]``, ``column_azimuths [W]``, ``row_azimuth_offsets
+    [R]`` (radians; ray (i, j) at azimuth ``column_azimuths[j] +
+    row_azimuth_offsets[i]``), ``column_times [W]`` (NCore's relative firing
+    time of a column: ``j / (W - 1)``), ``spinning_frequency_hz``,
+    ``spinning_direction``. Per sweep: ``timestamps_us [S, 2]``,
+    ``viewmats`` / ``viewmats_end [S, 4, 4]`` world -> lidar at its start /
+    end, and the first returns on the model's grid, ``ranges [S, R, W]``
+    (metres, 0 where there is none), ``valid [S, R, W]`` bool and
+    ``intensity [S, R, W]``: each ray goes to NCore's stored model element
+    when the clip has one, else to the cell whose ray is nearest in angle;
+    a cell hit by several rays keeps the nearest. All valid returns as
+    world points (each from the sensor's pose at its own timestamp):
+    ``points [M, 3]``, ``point_times_us [M]``, ``point_sweeps [M]``."""
+    name: str
+    row_elevations: Optional[torch.Tensor]
+    column_azimuths: Optional[torch.Tensor]
+    row_azimuth_offsets: Optional[torch.Tensor]
+    column_times: Optional[torch.Tensor]
+    spinning_frequency_hz: Optional[float]
+    spinning_direction: Optional[str]
+    timestamps_us: torch.Tensor
+    viewmats: torch.Tensor
+    viewmats_end: torch.Tensor
+    ranges: Optional[torch.Tensor]
+    valid: Optional[torch.Tensor]
+    intensity: Optional[torch.Tensor]
+    points: torch.Tensor
+    point_times_us: torch.Tensor
+    point_sweeps: torch.Tensor
+    T_sensor_rig: Optional[torch.Tensor]
+
+    @property
+    def model(self):
+        """The sensor model as rasterize_lidar takes it: ``*lidar.model``."""
+        return LidarModel(self.row_elevations, self.column_azimuths, self.row_azimuth_offsets)
+
+
+@dataclasses.dataclass
+class Tracks:
+    """Cuboid tracks as SPEC 1's keyframed actor poses: ``key_poses [P, 7]``
+    (x, y, z, qw, qx, qy, qz: the cuboid centre and orientation in world
+    coordinates, consecutive quaternions of a track in one hemisphere),
+    ``key_times [P]`` (each observation's timestamp), ``track_ranges
+    [T, 2]`` (start, count), ``key_dims [P, 3]`` and ``dims [T, 3]`` (the
+    median over a track's keys) the cuboid's full extents along its x, y, z;
+    ``names`` (NCore's track ids, sorted) and ``class_ids`` [T]."""
+    names: List[str]
+    class_ids: List[str]
+    key_poses: torch.Tensor
+    key_times: torch.Tensor
+    track_ranges: torch.Tensor
+    key_dims: torch.Tensor
+    dims: torch.Tensor
+
+
+@dataclasses.dataclass
+class Clip:
+    """A loaded clip: ``cameras`` and ``lidars`` by name, ``tracks``,
+    ``sequence_id`` and ``time_range_us`` (start, stop: half-open)."""
+    sequence_id: str
+    time_range_us: Tuple[int, int]
+    cameras: Dict[str, Camera]
+    lidars: Dict[str, Lidar]
+    tracks: Tracks
+
+    def initial_gaussians(self, max_points=None, seed=0, lidars=None, margin=0.0, chunk=1 << 20):
+        """Lidar points of ``lidars`` (default: all) as Gaussian centres
+        (InitialGaussians). A point inside a track's cuboid (its median
+        dimensions grown by ``margin`` metres per side) at the point's own
+        time becomes that actor's, expressed in its cuboid frame; the first
+        such track wins; a track is absent outside its key times. Every
+        other point is static (-1), in world coordinates. ``max_points``
+        keeps every actor point (up to the cap) and a random subset
+        (``seed``) of the static ones. ``chunk`` bounds the (point, track)
+        pairs tested at once."""
+        from ..track_poses import interpolate_track_poses
+
+        names = list(self.lidars) if lidars is None else list(lidars)
+        if not names:
+            raise ValueError("initial_gaussians: the clip has no lidar points")
+        pts = torch.cat([self.lidars[n].points for n in names])
+        times = torch.cat([self.lidars[n].point_times_us for n in names])
+        N = pts.shape[0]
+        ids = torch.full((N,), -1, dtype=torch.int64, device=pts.device)
+        means = pts.clone()
+        tr = self.tracks
+        T = tr.track_ranges.shape[0]
+        if T and N:
+            half = tr.dims.to(pts) / 2 + margin
+            step = max(1, chunk // T)
+            for s in range(0, N, step):
+                p, t = pts[s:s + step], times[s:s + step]
+                n = p.shape[0]
+                # every track at every point's own time: one interpolation of n * T (track, time) pairs
+                poses, inside = interpolate_track_poses(tr.key_poses, tr.key_times, tr.track_ranges.repeat(n, 1),
+                                                        t.repeat_interleave(T))
+                poses, inside = poses.view(n, T, 7), inside.view(n, T)
+                R = to_rotmat(poses[..., 3:])  # actor -> world
+                local = torch.einsum("ntji,ntj->nti", R, p[:, None, :] - poses[..., :3])  # R^T (p - t)
+                hit = inside & (local.abs() <= half).all(-1)
+                on_actor = hit.any(1)
+                k = hit.to(torch.uint8).argmax(1)  # the first track holding the point
+                ids[s:s + n] = torch.where(on_actor, k, torch.full_like(k, -1))
+                means[s:s + n] = torch.where(on_actor[:, None], local[torch.arange(n, device=p.device), k], p)
+        if max_points is not None and N > max_points:
+            g = torch.Generator().manual_seed(seed)
+            actor = torch.nonzero(ids.cpu() >= 0).flatten()
+            static = torch.nonzero(ids.cpu() < 0).flatten()
+            actor = actor[torch.randperm(actor.numel(), generator=g)[:max_points]]
+            static = static[torch.randperm(static.numel(), generator=g)[:max_points - actor.numel()]]
+            keep = torch.cat((actor, static)).sort().values.to(pts.device)
+            means, ids, times = means[keep], ids[keep], times[keep]
+        return InitialGaussians(means, ids, times)
+
+
+# --------------------------------------------------------- calibrations
+
+def _floats(a):
+    return [float(v) for v in a]
+
+
+def camera_record(params):
+    """An NCore camera-model parameters dataclass (ncore.data's
+    FTheta / OpenCVPinhole / OpenCVFisheye / IdealPinhole...Parameters) as
+    the intrinsics record ``nurec_ops.sensors.camera_params`` reads (the
+    shape of NCore's intrinsics JSON), values unchanged (float32 -> exact
+    float)."""
+    kind = params.type()
+    if kind == "ftheta":
+        it = dict(principal_point=_floats(params.principal_point),
+                  pixeldist_to_angle_poly=_floats(params.pixeldist_to_angle_poly),
+                  angle_to_pixeldist_poly=_floats(params.angle_to_pixeldist_poly),
+                  reference_poly=str(int(params.reference_poly)),  # 1: backward is the reference, 2: forward
+                  max_angle_rad=float(params.max_angle), linear_cde=_floats(params.linear_cde))
+    elif kind in ("opencv-pinhole", "opencv-fisheye", "ideal-pinhole"):
+        it = dict(principal_point=_floats(params.principal_point), focal_length=_floats(params.focal_length))
+        if kind == "opencv-pinhole":
+            it.update(radial_coeffs=_floats(params.radial_coeffs), tangential_coeffs=_floats(params.tangential_coeffs),
+                      thin_prism_coeffs=_floats(params.thin_prism_coeffs))
+        elif kind == "opencv-fisheye":
+            it.update(radial_coeffs=_floats(params.radial_coeffs), max_angle_rad=float(params.max_angle))
+    else:
+        raise ValueError(f"NCore camera model {kind!r} has no nurec_ops counterpart "
+                         "(supported: ftheta, opencv-pinhole, opencv-fisheye, ideal-pinhole)")
+    return {"camera_model_type": kind, "resolution": [int(v) for v in params.resolution],
+            "shutter_type": str(int(params.shutter_type)), "intrinsics": it}
+
+
+# ------------------------------------------------------------- geometry
+
+def euler_xyz_to_rotmat(rot):
+    """NCore's cuboid orientation, 'xyz' Euler angles [..., 3] (rotations
+    about the fixed x, then y, then z axes, as scipy's ``from_euler("xyz")``
+    that NCore uses): ``Rz(c) Ry(b) Rx(a)`` [..., 3, 3]."""
+    a, b, c = rot.unbind(-1)
+    ca, sa, cb, sb, cc, sc = a.cos(), a.sin(), b.cos(), b.sin(), c.cos(), c.sin()
+    return torch.stack((cc * cb, cc * sb * sa - sc * ca, cc * sb * ca + sc * sa,
+                        sc * cb, sc * sb * sa + cc * ca, sc * sb * ca - cc * sa,
+                        -sb, cb * sa, cb * ca), -1).reshape(rot.shape[:-1] + (3, 3))
+
+
+def _wrap(a):
+    """Angles to [-pi, pi)."""
+    return torch.remainder(a + math.pi, 2 * math.pi) - math.pi
+
+
+def nearest_cells(directions, row_elevations, column_azimuths, row_azimuth_offsets, chunk=1 << 16):
+    """(rows, columns) int64 [N] of the model rays nearest to sensor-frame
+    ``directions [N, 3]``: the row of the nearest elevation (a row's
+    elevation does not depend on the column), then in that row the column
+    whose azimuth (plus the row's offset) is nearest, differences wrapped
+    around the circle. Any column table order works (it is sorted here)."""
+    d = directions.double()
+    d = d / torch.linalg.vector_norm(d, dim=-1, keepdim=True).clamp_min(1e-300)
+    el = torch.asin(d[:, 2].clamp(-1, 1))
+    az = torch.atan2(d[:, 1], d[:, 0])
+    re = row_elevations.double().to(d.device)
+    rows = torch.empty(d.shape[0], dtype=torch.int64, device=d.device)
+    for s in range(0, d.shape[0], chunk):
+        rows[s:s + chunk] = (el[s:s + chunk, None] - re[None]).abs().argmin(1)
+    want = _wrap(az - row_azimuth_offsets.double().to(d.device)[rows])
+    table, order = torch.sort(_wrap(column_azimuths.double().to(d.device)))
+    W = table.shape[0]
+    k = torch.searchsorted(table, want)
+    lo, hi = (k - 1) % W, k % W  # the neighbours on either side, around the circle
+    closer_hi = _wrap(want - table[hi]).abs() < _wrap(want - table[lo]).abs()
+    return rows, order[torch.where(closer_hi, hi, lo)]
+
+
+# -------------------------------------------------------------- loading
+
+def _store_paths(path):
+    """NCore component-store paths of ``path``: a sequence meta JSON or a
+    store (passed to NCore as they are), a folder of stores (its
+    ``*.zarr.itar`` files and ``*.zarr`` folders), or a list of these."""
+    paths = [path] if isinstance(path, (str, os.PathLike)) else list(path)
+    out = []
+    for p in map(os.fspath, paths):
+        if not os.path.exists(p):
+            raise FileNotFoundError(f"load_clip: {p} does not exist")
+        is_store = os.path.exists(os.path.join(p, ".zgroup")) or os.path.exists(os.path.join(p, ".zmetadata"))
+        if os.path.isdir(p) and not is_store:
+            found = sorted(glob.glob(os.path.join(p, "*.zarr.itar")) + glob.glob(os.path.join(p, "*.zarr")))
+            if not found:
+                raise FileNotFoundError(f"load_clip: no NCore stores (*.zarr.itar, *.zarr) in {p}")
+            out += found
+        else:
+            out.append(p)
+    return out
+
+
+def _instance(reader, component, required):
+    """The component instance to read: "default", or the only one there is."""
+    names = sorted(reader.open_component_readers(component.Reader))
+    if "default" in names:
+        return "default"
+    if len(names) == 1:
+        return names[0]
+    if not names and not required:
+        return None
+    raise ValueError(f"load_clip: expected one {component.COMPONENT_NAME} component (or one named 'default'), "
+                     f"found {names or 'none'}")
+
+
+def _pick(available, wanted, what):
+    if wanted is None:
+        return list(available)
+    missing = [n for n in wanted if n not in available]
+    if missing:
+        raise KeyError(f"load_clip: no {what} {missing} in the clip (it has {list(available)})")
+    return list(wanted)
+
+
+def _frames(timestamps_us, time_range_us):
+    """Indices of the frames whose end timestamp lies in the half-open range."""
+    import numpy as np
+
+    if time_range_us is None:
+        return np.arange(len(timestamps_us))
+    lo, hi = time_range_us
+    end = timestamps_us[:, 1].astype(np.int64)
+    return np.nonzero((end >= lo) & (end < hi))[0]
+
+
+def _poses(graph, source, target, timestamps_us):
+    """float64 torch T_source_target at timestamps [...] -> [..., 4, 4]."""
+    import numpy as np
+
+    ts = np.asarray(timestamps_us, dtype=np.uint64)
+    if ts.size == 0:
+        return torch.zeros(ts.shape + (4, 4), dtype=torch.float64)
+    return torch.from_numpy(np.asarray(graph.evaluate_poses(source, target, ts), dtype=np.float64))
+
+
+def _static_pose(sensor, device, dtype):
+    T = sensor.T_sensor_rig  # None when the graph has no path to "rig"
+    return None if T is None else torch.as_tensor(T, dtype=torch.float64).to(device=device, dtype=dtype)
+
+
+def _to(t, device, dtype):
+    return t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device=device)
+
+
+def _load_camera(loader, name, world, time_range_us, image_scale, load_images, device, dtype):
+    import numpy as np
+    import PIL.Image
+
+    sensor = loader.get_camera_sensor(name)
+    mp = sensor.model_parameters
+    if mp.external_distortion_parameters is not None:
+        warnings.warn(f"load_clip: camera {name} has an external (windshield) distortion; nurec_ops' camera "
+                      "models do not include it (SPEC 6), so it is ignored", RuntimeWarning, stacklevel=3)
+    record = camera_record(mp)
+    model, params, (W, H) = _sensors.camera_params(record, scale=image_scale)
+    ts = np.asarray(sensor.frames_timestamps_us)
+    sel = _frames(ts, time_range_us)
+    T = _poses(loader.pose_graph, world, name, ts[sel])  # [F, 2, 4, 4] world -> camera at start, end
+    images = None
+    if load_images:
+        frames = []
+        for i in sel:
+            im = sensor.get_frame_image(int(i)).convert("RGB")
+            if list(im.size) != record["resolution"]:
+                raise ValueError(f"load_clip: camera {name} frame {i} is {im.size[0]}x{im.size[1]}, its "
+                                 f"calibration {record['resolution'][0]}x{record['resolution'][1]}")
+            if (W, H) != im.size:
+                im = im.resize((W, H), resample=PIL.Image.BOX)  # area average: no aliasing when shrinking
+            frames.append(torch.from_numpy(np.array(im)))
+        images = torch.stack(frames) if frames else torch.zeros((0, H, W, 3), dtype=torch.uint8)
+        images = images.to(device=device, dtype=dtype).div_(255)
+    Ks = params.get("Ks", torch.eye(3, dtype=torch.float64))
+    return Camera(name=name, camera_model=model, params={k: _to(v, device, dtype) for k, v in params.items()},
+                  Ks=_to(Ks, device, dtype), width=W, height=H, shutter=SHUTTER_OF[mp.shutter_type.name],
+                  timestamps_us=torch.from_numpy(ts[sel].astype(np.int64)).to(device),
+                  viewmats=_to(T[:, 0], device, dtype), viewmats_end=_to(T[:, 1], device, dtype), images=images,
+                  T_sensor_rig=_static_pose(sensor, device, dtype), record=record)
+
+
+def _grid(rows, cols, dist, inten, R, W):
+    """First returns on the R x W grid: per cell the nearest of its rays."""
+    import numpy as np
+
+    flat = rows * W + cols
+    order = np.lexsort((dist, flat))  # by cell, then by distance
+    first = order[np.unique(flat[order], return_index=True)[1]]
+    ranges, intensity = np.zeros(R * W), np.zeros(R * W)
+    valid = np.zeros(R * W, dtype=bool)
+    ranges[flat[first]], intensity[flat[first]], valid[flat[first]] = dist[first], inten[first], True
+    return ranges.reshape(R, W), valid.reshape(R, W), intensity.reshape(R, W)
+
+
+def _load_lidar(loader, name, world, time_range_us, device, dtype):
+    import numpy as np
+
+    sensor = loader.get_lidar_sensor(name)
+    mp = sensor.model_parameters
+    structured = mp is not None and hasattr(mp, "row_azimuth_offsets_rad")  # NCore's row-offset spinning model
+    if structured:
+        el, az, off = (torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in
+                       (mp.row_elevations_rad, mp.column_azimuths_rad, mp.row_azimuth_offsets_rad))
+        R, W = el.shape[0], az.shape[0]
+    elif mp is not None:
+        warnings.warn(f"load_clip: lidar {name}'s model {mp.type()!r} is not a row-offset spinning one; "
+                      "only its points are read", RuntimeWarning, stacklevel=3)
+    ts = np.asarray(sensor.frames_timestamps_us)
+    sel = _frames(ts, time_range_us)
+    T = _poses(loader.pose_graph, world, name, ts[sel])
+    grids, points, times, sweeps = [], [], [], []
+    for s, i in enumerate(int(i) for i in sel):
+        d = np.asarray(sensor.get_frame_ray_bundle_direction(i), dtype=np.float64)
+        t = np.asarray(sensor.get_frame_ray_bundle_timestamp_us(i))
+        r = np.asarray(sensor.get_frame_ray_bundle_return_distance_m(i, 0), dtype=np.float64)
+        ok = np.asarray(sensor.get_frame_ray_bundle_return_valid_mask(i, 0)) & np.isfinite(r) & (r > 0)
+        d, t, r = d[ok], t[ok], r[ok]
+        # each point from the sensor's pose at its own timestamp (the ray bundle is not motion-compensated)
+        uniq, inv = np.unique(t, return_inverse=True)
+        T_lw = _poses(loader.pose_graph, name, world, uniq)[torch.from_numpy(inv.reshape(-1))]
+        p = torch.from_numpy(d * r[:, None])
+        points.append(torch.einsum("nij,nj->ni", T_lw[:, :3, :3], p) + T_lw[:, :3, 3])
+        times.append(torch.from_numpy(t.astype(np.int64)))
+        sweeps.append(torch.full((t.shape[0],), s, dtype=torch.int64))
+        if structured:
+            me = sensor.get_frame_ray_bundle_model_element(i)
+            if me is not None:
+                rows, cols = (np.asarray(me, dtype=np.int64)[ok].T)
+            else:
+                rows, cols = (c.numpy() for c in nearest_cells(torch.from_numpy(d), el, az, off))
+            inten = np.nan_to_num(np.asarray(sensor.get_frame_ray_bundle_return_intensity(i, 0),
+                                             dtype=np.float64)[ok])
+            inside = (rows < R) & (cols < W)  # a stored element outside the model has no cell
+            grids.append(_grid(rows[inside], cols[inside], r[inside], inten[inside], R, W))
+    cat = lambda xs, shape, dt: torch.cat(xs) if xs else torch.zeros(shape, dtype=dt)  # noqa: E731
+    ranges = valid = intensity = None
+    if structured:
+        stack = lambda k, dt: (torch.from_numpy(np.stack([g[k] for g in grids])) if grids  # noqa: E731
+                               else torch.zeros((0, R, W), dtype=dt))
+        ranges, valid, intensity = (_to(stack(0, torch.float64), device, dtype), stack(1, torch.bool).to(device),
+                                    _to(stack(2, torch.float64), device, dtype))
+    f = lambda a: None if not structured else _to(a, device, dtype)  # noqa: E731
+    return Lidar(name=name, row_elevations=f(el if structured else None),
+                 column_azimuths=f(az if structured else None), row_azimuth_offsets=f(off if structured else None),
+                 column_times=f(torch.arange(W, dtype=torch.float64) / max(W - 1, 1) if structured else None),
+                 spinning_frequency_hz=float(mp.spinning_frequency_hz) if structured else None,
+                 spinning_direction=str(mp.spinning_direction) if structured else None,
+                 timestamps_us=torch.from_numpy(ts[sel].astype(np.int64)).to(device),
+                 viewmats=_to(T[:, 0], device, dtype), viewmats_end=_to(T[:, 1], device, dtype),
+                 ranges=ranges, valid=valid, intensity=intensity,
+                 points=_to(cat(points, (0, 3), torch.float64), device, dtype),
+                 point_times_us=cat(times, (0,), torch.int64).to(device),
+                 point_sweeps=cat(sweeps, (0,), torch.int64).to(device),
+                 T_sensor_rig=_static_pose(sensor, device, dtype))
+
+
+def _load_tracks(loader, world, device, dtype):
+    import numpy as np
+
+    obs = list(loader.get_cuboid_track_observations())
+    n = len(obs)
+    # a cuboid is given in a reference frame (e.g. the lidar) at a reference time: to the world through the graph
+    T_ref = torch.zeros((n, 4, 4), dtype=torch.float64)
+    by_frame = collections.defaultdict(list)
+    for k, o in enumerate(obs):
+        by_frame[o.reference_frame_id].append(k)
+    for frame, idx in by_frame.items():
+        stamps = np.array([obs[k].reference_frame_timestamp_us for k in idx], dtype=np.uint64)
+        T_ref[idx] = _poses(loader.pose_graph, frame, world, stamps)
+    box = torch.tensor([list(o.bbox3.centroid) + list(o.bbox3.rot) + list(o.bbox3.dim) for o in obs],
+                       dtype=torch.float64).reshape(n, 9)
+    T_box = torch.eye(4, dtype=torch.float64).repeat(n, 1, 1)
+    T_box[:, :3, :3] = euler_xyz_to_rotmat(box[:, 3:6])
+    T_box[:, :3, 3] = box[:, :3]
+    T_w = T_ref @ T_box
+    quats = rotmat_to_quat(T_w[:, :3, :3])
+    names = sorted({o.track_id for o in obs})
+    order = sorted(range(n), key=lambda k: (obs[k].track_id, obs[k].timestamp_us))
+    ranges, class_ids, start = [], [], 0
+    for name in names:
+        idx = [k for k in order if obs[k].track_id == name]
+        for a, b in zip(idx, idx[1:]):  # one hemisphere along a track: the key rotations train smoothly
+            if float(quats[b] @ quats[a]) < 0:
+                quats[b] = -quats[b]
+        ranges.append((start, len(idx)))
+        class_ids.append(obs[idx[0]].class_id)
+        start += len(idx)
+    o = torch.tensor(order, dtype=torch.int64)
+    key_poses = torch.cat((T_w[:, :3, 3], quats), -1)[o]
+    key_dims = box[:, 6:9][o]
+    dims = torch.stack([key_dims[s:s + c].median(0).values for s, c in ranges]) if ranges else torch.zeros(0, 3)
+    return Tracks(names=names, class_ids=class_ids, key_poses=_to(key_poses, device, dtype),
+                  key_times=torch.tensor([obs[k].timestamp_us for k in order], dtype=torch.int64).to(device),
+                  track_ranges=torch.tensor(ranges, dtype=torch.int64).reshape(-1, 2).to(device),
+                  key_dims=_to(key_dims, device, dtype), dims=_to(dims.double(), device, dtype))
+
+
+def load_clip(path_or_meta_json, device="cpu", dtype=torch.float32, cameras=None, lidars=None,
+              time_range_us=None, image_scale=1.0, load_images=True, world_frame="world"):
+    """Reads an NCore v4 clip into a Clip (see the module docstring).
+
+    Args:
+        path_or_meta_json: a sequence meta JSON (NCore's list of component
+            stores), one store (``*.zarr.itar`` or a ``*.zarr`` folder), a
+            folder holding the stores, or a list of stores.
+        device, dtype: of every returned tensor (floating ones in dtype).
+        cameras, lidars: names to read (default: all).
+        time_range_us: (start, stop): only the frames whose end timestamp
+            lies in [start, stop) (default: all); tracks are read whole.
+        image_scale: resizes the images and the calibrations (e.g. 0.25 for
+            a CPU run; nurec_ops.sensors' scaling keeps the rays exact).
+        load_images: False leaves ``Camera.images`` None (calibration and
+            poses only).
+        world_frame: the pose graph's anchor frame.
+    """
+    v4 = _ncore()
+    reader = v4.SequenceComponentGroupsReader(_store_paths(path_or_meta_json))
+    loader = v4.SequenceLoaderV4(
+        reader, poses_component_group_name=_instance(reader, v4.PosesComponent, True),
+        intrinsics_component_group_name=_instance(reader, v4.IntrinsicsComponent, True),
+        masks_component_group_name=_instance(reader, v4.MasksComponent, False),
+        cuboids_component_group_name=_instance(reader, v4.CuboidsComponent, False))
+    cams = {n: _load_camera(loader, n, world_frame, time_range_us, image_scale, load_images, device, dtype)
+            for n in _pick(loader.camera_ids, cameras, "cameras")}
+    lids = {n: _load_lidar(loader, n, world_frame, time_range_us, device, dtype)
+            for n in _pick(loader.lidar_ids, lidars, "lidars")}
+    span = loader.sequence_timestamp_interval_us
+    return Clip(sequence_id=loader.sequence_id, time_range_us=(int(span.start), int(span.stop)), cameras=cams,
+                lidars=lids, tracks=_load_tracks(loader, world_frame, device, dtype))
+
+
+__all__ = ["load_clip", "Clip", "Camera", "Lidar", "Tracks", "InitialGaussians", "camera_record",
+           "euler_xyz_to_rotmat", "nearest_cells", "SHUTTER_OF", "INSTALL_HINT"]
