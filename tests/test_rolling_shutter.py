@@ -248,3 +248,52 @@ def test_lidar_rolling_matters_at_speed():
     torch.testing.assert_close(roll[1], ref[1], rtol=1e-9, atol=1e-9)
     err = (glob[1] / glob[2].clamp_min(1e-9) - r_ref).abs()[hit]
     assert err.max() > 0.2, err.max()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("model", ["ftheta", "opencv"])
+def test_compile_fullgraph_with_model_and_rolling_shutter(device, model):
+    """torch.compile(fullgraph=True) through a SPEC 6 model and SPEC 7's
+    rolling shutter (their packing included) equals eager, values and
+    gradients (float64)."""
+    s = tc.to(rolling_scene("top_to_bottom", model, N=60), device, torch.float64)
+    keys = ("means", "quats", "scales", "opacities", "features")
+    extra = {k: v for k, v in s.items() if k not in keys + ("viewmats", "Ks", "width", "height", "sh_degree")}
+
+    def f(m, q, sc, o, feat, V, K):
+        r, d, a = nurec_ops.rasterize_camera(m, q, sc, o, feat, V, K, s["width"], s["height"], capacity=1 << 15,
+                                             **extra)
+        return r.sum() + 0.1 * d.sum() + a.sum()
+
+    args = [s[k] for k in keys] + [s["viewmats"], s["Ks"]]
+    eager = f(*args)
+    ge = torch.autograd.grad(eager, args[:5])
+    cf = torch.compile(f, fullgraph=True)
+    out = cf(*args)
+    gc = torch.autograd.grad(out, args[:5])
+    torch.testing.assert_close(out, eager)
+    for a, b in zip(gc, ge):
+        torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_rolling_shutter(device):
+    """opcheck of the camera and lidar forwards with a rolling shutter (and
+    a camera model): schemas, fake kernels, autograd registration."""
+    from nurec_ops import _camera_models, _lidar_table
+    from nurec_ops.rasterize_lidar import rolling_args
+    s = tc.to(rolling_scene("left_to_right", "fisheye", N=30), device, torch.float64)
+    code, mp, K = _camera_models.pack("rasterize_camera", "fisheye", 2, s["means"], s["Ks"],
+                                      {"radial": s["radial"], "max_angle": s["max_angle"]})
+    rs, sp = RS.pack("rasterize_camera", s["viewmats"], s["viewmats_end"], "left_to_right")
+    args = (s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], K, None,
+            s["width"], s["height"], 0.01, 1e10, -1, 0, 1, 1 << 14, code, mp, rs, sp)
+    torch.library.opcheck(torch.ops.nurec_ops.rasterize_camera_fwd.default, args)
+    sl = tl.to(tl.random_scene(N=40, C=2, D=1), device, torch.float64)
+    V1 = lidar_end(sl["viewmats"].cpu()).to(device)
+    az, order = _lidar_table.canonical_columns(sl["column_azimuths"])
+    sp_l, times = rolling_args("rasterize_lidar", sl["viewmats"], V1, sl["column_azimuths"], order, None)
+    largs = (sl["means"], sl["quats"], sl["scales"], sl["opacities"], sl["features"], sl["viewmats"],
+             sl["row_elevations"], az, order, sl["row_azimuth_offsets"], 0.5, 200.0, 1e-4, 0, 1, 1 << 15, sp_l,
+             times)
+    torch.library.opcheck(torch.ops.nurec_ops.rasterize_lidar_fwd.default, largs)
