@@ -75,7 +75,7 @@ def extension():
         kind = cpp_extension.CUDAExtension
     return kind(
         name="nurec_ops._C",
-        sources=["csrc/register.cpp"] + c_sources + cu_sources,
+        sources=["csrc/register.cpp"] + sources("*/*_register.cpp") + c_sources + cu_sources,
         include_dirs=[os.path.join(ROOT, "csrc")],
         extra_compile_args=args,
         py_limited_api=True,

@@ -1,4 +1,4 @@
-// C++ helpers for the PyTorch registration glue (register.cpp): argument
+// C++ helpers for the PyTorch registration glue (csrc/<family>/<family>_register.cpp): argument
 // validation with messages that name the argument, dtype mapping, devices
 // and streams. Built on PyTorch's stable ABI only, so the library compiled
 // against one torch release loads on later ones (TORCH_TARGET_VERSION).

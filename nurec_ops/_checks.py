@@ -1,6 +1,6 @@
 """Argument checks for the fake (meta) kernels, used while tracing under
 torch.compile. The real kernels check the same things in C++
-(csrc/register.cpp); the messages follow the same form."""
+(csrc/<family>/<family>_register.cpp); the messages follow the same form."""
 import torch
 
 REAL = (torch.float32, torch.float64)

@@ -228,3 +228,19 @@ def test_every_reference_op_has_the_fused_signature():
         for p in inspect.signature(ref).parameters.values():
             if p.kind in kw:
                 assert p.name in fkw and fkw[p.name].kind == p.kind and fkw[p.name].default == p.default, (name, p)
+
+
+def test_every_op_has_its_kernels_registered():
+    """Each family registers its own schemas and kernels (csrc/<family>/
+    <family>_register.cpp): every nurec_ops operator has a CPU kernel, and a
+    CUDA kernel in a build with CUDA (checked from the dispatcher, so this
+    runs without a GPU)."""
+    import torch
+    import nurec_ops
+    names = sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("nurec_ops::"))
+    assert len(names) >= 11, names
+    cuda = nurec_ops.has_cuda_kernels()
+    for n in names:
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(n, "CPU"), n
+        if cuda:
+            assert torch._C._dispatch_has_kernel_for_dispatch_key(n, "CUDA"), n

@@ -1,0 +1,298 @@
+// rasterize_camera (SPEC sections 3, 6, 7, 8).
+// The glue from PyTorch tensors to the family's plain C params struct
+// (validate, make dense, allocate outputs, call the CPU or CUDA launcher on
+// the current stream), and the family's schemas and kernels, registered
+// beside it (a fragment of the nurec_ops library, csrc/register.cpp). Only
+// PyTorch's stable ABI is used here.
+#include "glue_launch.h"
+#include "tiles/splat_glue.h"
+
+#include <cstdlib>
+#include <initializer_list>
+#include <utility>
+
+extern "C" {
+#include "rasterize_camera/rasterize_camera.h"
+#include "sensors/camera_models.h"
+#include "sensors/rolling_shutter.h"
+#include "tiles/tiles.h"
+}
+
+using namespace nurec;
+
+namespace {
+struct RcInputs : SplatGaussians {
+    nurec_rasterize_camera_params p;
+    Tensor Ks;
+    std::optional<Tensor> backgrounds;
+    Tensor model_params;
+    Tensor shutter_params;
+};
+
+// SPEC 7: the shutter's code and its packed parameters per camera
+// [C, NUREC_RS_PARAMS] (nurec_ops/_rolling_shutter.py packs them).
+void rc_shutter(const char* op, RcInputs& in, int64_t shutter, const std::optional<Tensor>& shutter_params) {
+    NUREC_CHECK(shutter >= NUREC_SHUTTER_GLOBAL && shutter <= NUREC_SHUTTER_RIGHT_TO_LEFT, "nurec_ops.", op,
+                ": `shutter` must be 0..4 (global, top_to_bottom, bottom_to_top, left_to_right, right_to_left), "
+                "got ", shutter);
+    in.p.shutter = (int)shutter;
+    in.p.shutter_params = nullptr;
+    if (shutter == NUREC_SHUTTER_GLOBAL) return;
+    NUREC_CHECK(shutter_params.has_value(), "nurec_ops.", op, ": `shutter_params` is needed for shutter ", shutter);
+    check_shape(op, "shutter_params", *shutter_params, {in.p.num_cameras, NUREC_RS_PARAMS},
+                "[C, 16] (C = viewmats.shape[0]; packed by nurec_ops._rolling_shutter)");
+    check_real(op, "shutter_params", *shutter_params, in.means, "means");
+    check_device(op, "shutter_params", *shutter_params, in.means, "means");
+    in.shutter_params = dense(*shutter_params);
+    in.p.shutter_params = in.shutter_params.data_ptr();
+}
+
+// SPEC 6: the camera model's code and its packed parameters per camera
+// [C, NUREC_CAM_PARAMS] (nurec_ops/_camera_models.py packs them).
+void rc_model(const char* op, RcInputs& in, int64_t camera_model, const std::optional<Tensor>& model_params) {
+    NUREC_CHECK(camera_model >= NUREC_CAM_PINHOLE && camera_model <= NUREC_CAM_FTHETA, "nurec_ops.", op,
+                ": `camera_model` must be 0..3 (pinhole, opencv, fisheye, ftheta), got ", camera_model);
+    in.p.camera_model = (int)camera_model;
+    in.p.model_params = nullptr;
+    if (camera_model == NUREC_CAM_PINHOLE) return;
+    NUREC_CHECK(model_params.has_value(), "nurec_ops.", op, ": `model_params` is needed for camera_model ",
+                camera_model);
+    check_shape(op, "model_params", *model_params, {in.p.num_cameras, NUREC_CAM_PARAMS},
+                "[C, 20] (C = viewmats.shape[0]; packed by nurec_ops._camera_models)");
+    check_real(op, "model_params", *model_params, in.means, "means");
+    check_device(op, "model_params", *model_params, in.means, "means");
+    in.model_params = dense(*model_params);
+    in.p.model_params = in.model_params.data_ptr();
+}
+
+RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, const Tensor& scales,
+                   const Tensor& opacities, const Tensor& features, const Tensor& viewmats,
+                   const Tensor& Ks, const std::optional<Tensor>& backgrounds, int64_t width,
+                   int64_t height, double near_plane, double far_plane, int64_t sh_degree) {
+    const int64_t N = splat_gaussian_shapes(op, means, quats, scales, opacities);
+    NUREC_CHECK(sh_degree >= -1 && sh_degree <= 3, "nurec_ops.", op,
+                    ": `sh_degree` must be None or 0..3, got ", sh_degree);
+    int64_t D, K = 0;
+    if (sh_degree < 0) {
+        check_shape(op, "features", features, {N, -1}, "[N, D] (N = means.shape[0]; or pass sh_degree for SH [N, K, 3])");
+        D = features.size(1);
+        NUREC_CHECK(D >= 1, "nurec_ops.", op, ": `features` must have at least one channel, got ",
+                        shape_str(features));
+    } else {
+        check_shape(op, "features", features, {N, -1, 3}, "[N, K, 3] SH coefficients (N = means.shape[0])");
+        K = features.size(1);
+        int64_t need = (sh_degree + 1) * (sh_degree + 1);
+        NUREC_CHECK(K >= need, "nurec_ops.", op, ": `features` has K = ", K,
+                        " SH coefficients but sh_degree = ", sh_degree, " needs at least ", need);
+        D = 3;
+    }
+    check_shape(op, "viewmats", viewmats, {-1, 4, 4}, "[C, 4, 4]");
+    const int64_t C = viewmats.size(0);
+    check_shape(op, "Ks", Ks, {C, 3, 3}, "[C, 3, 3] (C = viewmats.shape[0])");
+    check_like_means(op, means, {{"quats", &quats}, {"scales", &scales}, {"opacities", &opacities},
+                                 {"features", &features}, {"viewmats", &viewmats}, {"Ks", &Ks}});
+    if (backgrounds.has_value()) {
+        check_shape(op, "backgrounds", *backgrounds, {C, D}, "[C, D] (C cameras, D feature channels)");
+        check_real(op, "backgrounds", *backgrounds, means, "means");
+        check_device(op, "backgrounds", *backgrounds, means, "means");
+    }
+    NUREC_CHECK(width >= 0 && width <= (1 << 24), "nurec_ops.", op,
+                    ": `width` must be in [0, 2^24], got ", width);
+    NUREC_CHECK(height >= 0 && height <= (1 << 24), "nurec_ops.", op,
+                    ": `height` must be in [0, 2^24], got ", height);
+    NUREC_CHECK(near_plane > 0, "nurec_ops.", op, ": `near` must be > 0, got ", near_plane);
+    NUREC_CHECK(far_plane > near_plane, "nurec_ops.", op, ": `far` must be > `near`, got near = ",
+                    near_plane, ", far = ", far_plane);
+    NUREC_CHECK(C * N < ((int64_t)1 << 31), "nurec_ops.", op,
+                    ": cameras x Gaussians must be < 2^31, got ", C, " x ", N);
+    NUREC_CHECK(C * ((width + NUREC_TILE - 1) / NUREC_TILE) *
+                            ((height + NUREC_TILE - 1) / NUREC_TILE) < ((int64_t)1 << 31),
+                    "nurec_ops.", op, ": cameras x tiles must be < 2^31 (`width`, `height` too large)");
+    // CUDA grid limits of the per-tile kernels (blockIdx.y: tile rows, z:
+    // cameras x channel passes)
+    NUREC_CHECK(means.is_cpu() || (height + NUREC_TILE - 1) / NUREC_TILE <= 65535, "nurec_ops.", op,
+                ": `height` must be at most ", 65535 * NUREC_TILE, " for one CUDA launch, got ", height);
+    NUREC_CHECK(means.is_cpu() ||
+                    C * ((D + NUREC_RC_CHANNELS_PER_PASS - 1) / NUREC_RC_CHANNELS_PER_PASS) <= 65535,
+                "nurec_ops.", op, ": too many cameras (`viewmats`) x feature channels (`features`) for one "
+                "CUDA launch: ", C, " x ", D);
+    RcInputs in;
+    nurec_rasterize_camera_params& p = in.p;
+    p = nurec_rasterize_camera_params{};
+    splat_gaussians(in, p, means, quats, scales, opacities, features, viewmats);
+    in.Ks = dense(Ks);
+    if (backgrounds.has_value()) in.backgrounds = dense(*backgrounds);
+    p.num_cameras = C;
+    p.num_gaussians = N;
+    p.width = (int)width;
+    p.height = (int)height;
+    p.tiles_x = (int)((width + NUREC_TILE - 1) / NUREC_TILE);
+    p.tiles_y = (int)((height + NUREC_TILE - 1) / NUREC_TILE);
+    p.channels = D;
+    p.sh_degree = (int)sh_degree;
+    p.sh_coeffs = K;
+    p.near_plane = near_plane;
+    p.far_plane = far_plane;
+    p.Ks = in.Ks.data_ptr();
+    p.backgrounds = in.backgrounds.has_value() ? in.backgrounds->data_ptr() : nullptr;
+    return in;
+}
+
+
+// CUDA grid limit of the per-tile kernels (blockIdx.z: cameras x channel
+// passes x parts of the lists).
+void rc_check_grid(const char* op, const Tensor& means, const nurec_rasterize_camera_params& p) {
+    const int64_t parts = p.segments > 1 ? p.segments : 1;
+    const int64_t passes = (p.channels + NUREC_RC_CHANNELS_PER_PASS - 1) / NUREC_RC_CHANNELS_PER_PASS;
+    NUREC_CHECK(means.is_cpu() || p.num_cameras * passes * parts <= 65535, "nurec_ops.", op,
+                ": too many cameras (`viewmats`) x feature channels (`features`) x segments for one CUDA "
+                "launch: ", p.num_cameras, " x ", p.channels, " x ", parts);
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+           Tensor, Tensor>
+rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
+                                         Tensor opacities, Tensor features, Tensor viewmats,
+                                         Tensor Ks, std::optional<Tensor> backgrounds,
+                                         int64_t width, int64_t height, double near_plane,
+                                         double far_plane, int64_t sh_degree, int64_t segments,
+                                         int64_t segment_min, int64_t capacity, int64_t camera_model,
+                                         std::optional<Tensor> model_params, int64_t shutter,
+                                         std::optional<Tensor> shutter_params) {
+    const char* op = "rasterize_camera";
+    RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
+                            backgrounds, width, height, near_plane, far_plane, sh_degree);
+    rc_model(op, in, camera_model, model_params);
+    rc_shutter(op, in, shutter, shutter_params);
+    nurec_rasterize_camera_params& p = in.p;
+    const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
+    Tensor taus = empty_like_shape(in.means, {shutter != NUREC_SHUTTER_GLOBAL ? C : 0, N});
+    p.taus = taus.data_ptr();
+    splat_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
+    rc_check_grid(op, in.means, p);
+    static const SplatForward<nurec_rasterize_camera_params> launchers = {
+        nurec_rasterize_camera_project_cpu, nurec_rasterize_camera_forward_cpu,
+        NUREC_CUDA_ONLY(nurec_rasterize_camera_workspace_bytes),
+        NUREC_CUDA_ONLY(nurec_rasterize_camera_project_cuda),
+        NUREC_CUDA_ONLY(nurec_rasterize_camera_forward_cuda)};
+    SplatBuffers b;
+    splat_projection_buffers(b, in.means, p, C);
+    Tensor colors = empty_like_shape(in.means, {sh_degree >= 0 ? C * N * 3 : 0});
+    p.colors = colors.data_ptr();
+    splat_project(op, in.means, p, launchers);
+    Tensor render = empty_like_shape(in.means, {C, H, W, D});
+    Tensor depth = empty_like_shape(in.means, {C, H, W, 1});
+    Tensor alpha = empty_like_shape(in.means, {C, H, W, 1});
+    splat_binning_buffers(b, in.means, p, C, H, W);
+    Tensor seg_state, seg_last;
+    splat_segment_buffers(in.means, p, C, H, W, D, seg_state, seg_last);
+    p.render = render.data_ptr();
+    p.depth = depth.data_ptr();
+    p.alpha = alpha.data_ptr();
+    b.isect = splat_forward(op, in.means, p, capacity, launchers);
+    return {render, depth, alpha, b.records, b.counts, colors, b.isect, b.tile_ranges, b.final_T, b.last,
+            b.status, seg_state, seg_last, taus};
+}
+
+// The gradients of the Gaussians, and per (camera, Gaussian) item its
+// gradient record (NUREC_SPLAT_GREC_SIZE values: u, v, conic, opacity,
+// depth; SPEC section 8's means2d gradient is its first two), and with
+// `absgrad` SPEC 8's sum over pixels of |means2d gradient| [C * N, 2]
+// (else [0, 2]).
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
+    Tensor grad_render, Tensor grad_depth, Tensor grad_alpha, Tensor means, Tensor quats,
+    Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor Ks,
+    std::optional<Tensor> backgrounds, Tensor records, Tensor counts, Tensor colors,
+    Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
+    Tensor seg_state, Tensor seg_last, int64_t width, int64_t height, double near_plane, double far_plane,
+    int64_t sh_degree, int64_t segment_min, int64_t camera_model, std::optional<Tensor> model_params,
+    int64_t shutter, std::optional<Tensor> shutter_params, std::optional<Tensor> taus, bool absgrad) {
+    const char* op = "rasterize_camera_backward";
+    RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
+                            backgrounds, width, height, near_plane, far_plane, sh_degree);
+    rc_model(op, in, camera_model, model_params);
+    rc_shutter(op, in, shutter, shutter_params);
+    Tensor taus_d;
+    if (shutter != NUREC_SHUTTER_GLOBAL) {
+        NUREC_CHECK(taus.has_value(), "nurec_ops.", op, ": `taus` (the forward's output) is needed for shutter ",
+                    shutter);
+        check_shape(op, "taus", *taus, {in.p.num_cameras, in.p.num_gaussians}, "[C, N] (the forward's taus)");
+        check_real(op, "taus", *taus, in.means, "means");
+        check_device(op, "taus", *taus, in.means, "means");
+        taus_d = dense(*taus);
+        in.p.taus = taus_d.data_ptr();
+    }
+    nurec_rasterize_camera_params& p = in.p;
+    const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
+    const int64_t P = C * N;
+    check_shape(op, "grad_render", grad_render, {C, H, W, D}, "[C, H, W, D]");
+    check_shape(op, "grad_depth", grad_depth, {C, H, W, 1}, "[C, H, W, 1]");
+    check_shape(op, "grad_alpha", grad_alpha, {C, H, W, 1}, "[C, H, W, 1]");
+    check_real(op, "grad_render", grad_render, means, "means");
+    check_real(op, "grad_depth", grad_depth, means, "means");
+    check_real(op, "grad_alpha", grad_alpha, means, "means");
+    check_shape(op, "colors", colors, {sh_degree >= 0 ? P * 3 : 0}, "[C * N * 3] (SH) or [0]");
+    for (const Tensor* t : {&grad_render, &grad_depth, &grad_alpha, &colors})
+        check_device(op, "saved tensors and gradients", *t, means, "means");
+    SplatBuffers b = splat_saved(op, means, p, C, H, W, "[C, H, W]", records, counts, isect_items,
+                                 tile_ranges, final_T, last, status);
+    splat_segments_saved(op, means, p, C, H, W, D, seg_state, seg_last, segment_min);
+    rc_check_grid(op, in.means, p);
+    grad_render = dense(grad_render);
+    grad_depth = dense(grad_depth);
+    grad_alpha = dense(grad_alpha);
+    colors = dense(colors);
+    p.colors = colors.data_ptr();
+    p.grad_render = grad_render.data_ptr();
+    p.grad_depth = grad_depth.data_ptr();
+    p.grad_alpha = grad_alpha.data_ptr();
+    Tensor grad_records = empty_like_shape(in.means, {P, NUREC_RC_GREC_SIZE});
+    Tensor grad_colors = empty_like_shape(in.means, {sh_degree >= 0 ? P * 3 : 0});
+    p.grad_records = grad_records.data_ptr();
+    p.grad_colors = grad_colors.data_ptr();
+    // per pixel |d loss / d (u, v)| needs the whole gradient of a pixel in
+    // one walk: one CUDA pass of channels (the CPU walks all at once, and
+    // refuses the same inputs so that both devices agree)
+    NUREC_CHECK(!absgrad || D <= NUREC_RC_CHANNELS_PER_PASS, "nurec_ops.", op, ": `absgrad` supports at most ",
+                NUREC_RC_CHANNELS_PER_PASS, " feature channels (RGB or SH), got ", D);
+    Tensor grad_abs = empty_like_shape(in.means, {absgrad ? P : 0, 2});
+    p.grad_abs = absgrad ? grad_abs.data_ptr() : nullptr;
+    SplatGrads g = splat_grads(in.means, p,
+                               sh_degree >= 0 ? empty_like_shape(in.means, {N, p.sh_coeffs, 3})
+                                              : empty_like_shape(in.means, {N, D}));
+    splat_check_status(op, launch(op, in.means, p, nurec_rasterize_camera_backward_cpu,
+                                  NUREC_CUDA_ONLY(nurec_rasterize_camera_backward_cuda)));
+    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records, grad_abs};
+}
+// ====================================================== end rasterize_camera
+
+}  // namespace
+
+STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
+    m.def("rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, "
+          "Tensor features, Tensor viewmats, Tensor Ks, Tensor? backgrounds, int width, "
+          "int height, float near, float far, int sh_degree, int segments, int segment_min, "
+          "int capacity, int camera_model=0, Tensor? model_params=None, int shutter=0, "
+          "Tensor? shutter_params=None) -> (Tensor render, "
+          "Tensor depth, Tensor alpha, Tensor records, Tensor counts, Tensor colors, "
+          "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
+          "Tensor seg_state, Tensor seg_last, Tensor taus)");
+    m.def("rasterize_camera_bwd(Tensor grad_render, Tensor grad_depth, Tensor grad_alpha, "
+          "Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features, "
+          "Tensor viewmats, Tensor Ks, Tensor? backgrounds, Tensor records, Tensor counts, "
+          "Tensor colors, Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, "
+          "Tensor status, Tensor seg_state, Tensor seg_last, int width, int height, float near, "
+          "float far, int sh_degree, int segment_min, int camera_model=0, Tensor? model_params=None, "
+          "int shutter=0, Tensor? shutter_params=None, Tensor? taus=None, bool absgrad=False) -> (Tensor, Tensor, Tensor, "
+          "Tensor, Tensor, Tensor grad_records, Tensor grad_abs)");
+}
+
+// One function serves both dispatch keys: it branches on the device itself.
+#define NUREC_REGISTER_RASTERIZE_CAMERA(m) \
+    m.impl("rasterize_camera_fwd", TORCH_BOX(&rasterize_camera_fwd)); \
+    m.impl("rasterize_camera_bwd", TORCH_BOX(&rasterize_camera_bwd));
+
+STABLE_TORCH_LIBRARY_IMPL(nurec_ops, CPU, m) { NUREC_REGISTER_RASTERIZE_CAMERA(m) }
+#ifdef NUREC_WITH_CUDA
+STABLE_TORCH_LIBRARY_IMPL(nurec_ops, CUDA, m) { NUREC_REGISTER_RASTERIZE_CAMERA(m) }
+#endif

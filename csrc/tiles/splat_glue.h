@@ -1,0 +1,294 @@
+// What the rasterizers' glue shares (camera and lidar registration files):
+// the Gaussians' checks, the binning's buffers and launches, the long
+// lists' parts, the gradients' outputs.
+#ifndef NUREC_SPLAT_GLUE_H
+#define NUREC_SPLAT_GLUE_H
+
+#include "glue_launch.h"
+
+extern "C" {
+#include "tiles/splat.h"
+#include "tiles/tiles.h"
+}
+
+namespace nurec {
+
+// ========================================================== rasterize_camera
+// (issue 3) Camera Gaussian rasterizer: validation, allocation of outputs and
+// intermediates (sizes from shapes and the host-chosen `capacity` only), and
+// the CPU / CUDA launchers of csrc/rasterize_camera and csrc/tiles.
+
+
+// ----------------------------------------------- what the rasterizers share
+// The camera and lidar rasterizers bin the same way (csrc/tiles) and keep the
+// same intermediates for their backward; their params structs use the same
+// field names for them, so these helpers serve both.
+
+inline void splat_check_status(const char* op, int status) {
+    NUREC_CHECK(status != NUREC_ERR_TILES_ALLOC, "nurec_ops.", op,
+                ": out of host memory for the CPU tile binning");
+    check_status(op, status);
+}
+
+// The intermediates of a forward that its backward takes back: per item its
+// tile record, count and offset; the intersection list; per tile its range;
+// per cell its final transmittance and last entry; the binning status.
+struct SplatBuffers {
+    Tensor records, counts, offsets, isect, tile_ranges, final_T, last, status;
+};
+
+// Allocates them (sizes from shapes only; the list: splat_forward) and binds
+// them to p, in two steps: what the projection writes (splat_project runs it
+// on CUDA before the rest is allocated: each allocation is host time before
+// the GPU would otherwise start), then the rest.
+template <class Params>
+void splat_projection_buffers(SplatBuffers& b, const Tensor& like, Params& p, int64_t images) {
+    const int64_t C = images, N = p.num_gaussians;
+    b.records = empty_like_shape(like, {C, N, NUREC_TREC_SIZE});
+    b.counts = empty_dense(like, {C, N}, aoti_torch_dtype_int64());
+    p.records = b.records.data_ptr();
+    p.counts = (int64_t*)b.counts.data_ptr();
+}
+
+template <class Params>
+void splat_binning_buffers(SplatBuffers& b, const Tensor& like, Params& p, int64_t images, int64_t rows,
+                           int64_t cols) {
+    const int64_t C = images, N = p.num_gaussians;
+    const int32_t i32 = aoti_torch_dtype_int32(), i64 = aoti_torch_dtype_int64();
+    b.offsets = empty_dense(like, {C, N}, i64);
+    b.tile_ranges = empty_dense(like, {C, p.tiles_y, p.tiles_x, 2}, i64);
+    b.final_T = empty_like_shape(like, {C, rows, cols});
+    b.last = empty_dense(like, {C, rows, cols}, i32);
+    b.status = empty_dense(like, {2}, i64);
+    p.offsets = (int64_t*)b.offsets.data_ptr();
+    p.tile_ranges = (int64_t*)b.tile_ranges.data_ptr();
+    p.final_T = b.final_T.data_ptr();
+    p.last = (int32_t*)b.last.data_ptr();
+    p.status = (int64_t*)b.status.data_ptr();
+}
+
+
+// A forward's launchers: CPU projection (gives the exact number of
+// intersections), CPU forward, CUDA workspace size, CUDA projection, CUDA
+// forward after it.
+template <class Params>
+struct SplatForward {
+    int (*project_cpu)(const Params*, int64_t*);
+    int (*forward_cpu)(const Params*);
+    size_t (*workspace_bytes)(const Params*);
+    int (*project_cuda)(const Params*, void*);
+    int (*forward_cuda)(const Params*, void*);
+};
+
+template <class Params>
+int splat_no_cpu(const Params*) { return NUREC_ERR_CUDA; }
+
+// CUDA: launches the projection into the buffers bound so far (the inputs,
+// splat_projection_buffers and the op's own per-item outputs). The CPU
+// projects in splat_forward, where it also counts.
+template <class Params>
+void splat_project(const char* op, const Tensor& like, const Params& p, const SplatForward<Params>& f) {
+    if (like.is_cpu()) return;
+#ifdef NUREC_WITH_CUDA
+    splat_check_status(op, launch(op, like, p, &splat_no_cpu<Params>, f.project_cuda));
+#else
+    (void)op; (void)p; (void)f;
+#endif
+}
+
+// Binning and rendering into the buffers bound to p (on CUDA after
+// splat_project). On the CPU the
+// intersection list is sized exactly (a host-side scan); on CUDA by the
+// caller's `capacity`, never by device data (an overflow is flagged in
+// status, on the device). Returns the list.
+template <class Params>
+Tensor splat_forward(const char* op, const Tensor& like, Params& p, int64_t capacity,
+                     const SplatForward<Params>& f) {
+    const int32_t i32 = aoti_torch_dtype_int32();
+    Tensor isect;
+    if (like.is_cpu()) {
+        int64_t total = 0;
+        splat_check_status(op, f.project_cpu(&p, &total));
+        isect = empty_dense(like, {total}, i32);
+        p.capacity = total;
+        p.isect_items = (int32_t*)isect.data_ptr();
+        splat_check_status(op, f.forward_cpu(&p));
+        return isect;
+    }
+#ifdef NUREC_WITH_CUDA
+    NUREC_CHECK(capacity >= 0, "nurec_ops.", op, ": `capacity` must be >= 0, got ", capacity);
+    isect = empty_dense(like, {capacity}, i32);
+    p.capacity = capacity;
+    p.isect_items = (int32_t*)isect.data_ptr();
+    size_t ws = f.workspace_bytes(&p);
+    NUREC_CHECK(ws > 0, "nurec_ops.", op, ": could not size the binning workspace");
+    Tensor workspace = empty_dense(like, {(int64_t)ws}, aoti_torch_dtype_uint8());
+    p.workspace = workspace.data_ptr();
+    p.workspace_bytes = ws;
+    splat_check_status(op, launch(op, like, p, &splat_no_cpu<Params>, f.forward_cuda));
+#else
+    (void)capacity;
+    NUREC_CHECK(false, "nurec_ops.", op, ": this build of nurec_ops has no CUDA kernels");
+#endif
+    return isect;
+}
+
+// The backward's inputs from its forward: checked (shapes from the other
+// inputs; cells are rows x cols, described by `cells`, e.g. "[C, H, W]"),
+// made dense and bound to p. What it returns must outlive the launch.
+template <class Params>
+SplatBuffers splat_saved(const char* op, const Tensor& means, Params& p, int64_t images, int64_t rows,
+                         int64_t cols, const char* cells, const Tensor& records, const Tensor& counts,
+                         const Tensor& isect_items, const Tensor& tile_ranges, const Tensor& final_T,
+                         const Tensor& last, const Tensor& status) {
+    const int64_t C = images, N = p.num_gaussians;
+    check_shape(op, "records", records, {C, N, NUREC_TREC_SIZE}, "[C, N, 8]");
+    check_real(op, "records", records, means, "means");
+    check_shape(op, "counts", counts, {C, N}, "[C, N]");
+    check_dtype(op, "counts", counts, ScalarType::Long);
+    check_shape(op, "isect_items", isect_items, {-1}, "[M]");
+    check_dtype(op, "isect_items", isect_items, ScalarType::Int);
+    check_shape(op, "tile_ranges", tile_ranges, {C, p.tiles_y, p.tiles_x, 2}, "[C, tiles_y, tiles_x, 2]");
+    check_dtype(op, "tile_ranges", tile_ranges, ScalarType::Long);
+    check_shape(op, "final_T", final_T, {C, rows, cols}, cells);
+    check_real(op, "final_T", final_T, means, "means");
+    check_shape(op, "last", last, {C, rows, cols}, cells);
+    check_dtype(op, "last", last, ScalarType::Int);
+    check_shape(op, "status", status, {2}, "[2]");
+    check_dtype(op, "status", status, ScalarType::Long);
+    for (const Tensor* t : {&records, &counts, &isect_items, &tile_ranges, &final_T, &last, &status})
+        check_device(op, "saved tensors and gradients", *t, means, "means");
+    SplatBuffers b;
+    b.records = dense(records);
+    b.counts = dense(counts);
+    b.isect = dense(isect_items);
+    b.tile_ranges = dense(tile_ranges);
+    b.final_T = dense(final_T);
+    b.last = dense(last);
+    b.status = dense(status);
+    p.records = b.records.data_ptr();
+    p.counts = (int64_t*)b.counts.data_ptr();
+    p.isect_items = (int32_t*)b.isect.data_ptr();
+    p.capacity = b.isect.size(0);
+    p.tile_ranges = (int64_t*)b.tile_ranges.data_ptr();
+    p.final_T = b.final_T.data_ptr();
+    p.last = (int32_t*)b.last.data_ptr();
+    p.status = (int64_t*)b.status.data_ptr();
+    return b;
+}
+
+// The Gaussians both rasterizers take. splat_gaussian_shapes checks means
+// ([N, 3], real) and quats, scales, opacities against it, returns N;
+// check_like_means checks named tensors' dtype and device against means
+// (every dtype first, then every device); splat_gaussians makes the six
+// inputs dense and binds them to p (features' shape is the rasterizer's,
+// checked by it).
+inline int64_t splat_gaussian_shapes(const char* op, const Tensor& means, const Tensor& quats,
+                              const Tensor& scales, const Tensor& opacities) {
+    check_shape(op, "means", means, {-1, 3}, "[N, 3]");
+    check_real(op, "means", means, means, "means");
+    const int64_t N = means.size(0);
+    check_shape(op, "quats", quats, {N, 4}, "[N, 4] (N = means.shape[0])");
+    check_shape(op, "scales", scales, {N, 3}, "[N, 3] (N = means.shape[0])");
+    check_shape(op, "opacities", opacities, {N}, "[N] (N = means.shape[0])");
+    return N;
+}
+
+using NamedTensor = std::pair<const char*, const Tensor*>;
+
+inline void check_like_means(const char* op, const Tensor& means, std::initializer_list<NamedTensor> named) {
+    for (const NamedTensor& nt : named) check_real(op, nt.first, *nt.second, means, "means");
+    for (const NamedTensor& nt : named) check_device(op, nt.first, *nt.second, means, "means");
+}
+
+struct SplatGaussians {
+    Tensor means, quats, scales, opacities, features, viewmats;
+};
+
+template <class Params>
+void splat_gaussians(SplatGaussians& g, Params& p, const Tensor& means, const Tensor& quats,
+                     const Tensor& scales, const Tensor& opacities, const Tensor& features,
+                     const Tensor& viewmats) {
+    g.means = dense(means);
+    g.quats = dense(quats);
+    g.scales = dense(scales);
+    g.opacities = dense(opacities);
+    g.features = dense(features);
+    g.viewmats = dense(viewmats);
+    p.dtype = dtype_code(means);
+    p.means = g.means.data_ptr();
+    p.quats = g.quats.data_ptr();
+    p.scales = g.scales.data_ptr();
+    p.opacities = g.opacities.data_ptr();
+    p.features = g.features.data_ptr();
+    p.viewmats = g.viewmats.data_ptr();
+}
+
+// A backward's gradients per Gaussian, allocated and bound to p; the
+// features' gradient (its shape is the rasterizer's) comes allocated.
+struct SplatGrads {
+    Tensor means, quats, scales, opacities, features;
+};
+
+template <class Params>
+SplatGrads splat_grads(const Tensor& like, Params& p, Tensor features) {
+    const int64_t N = p.num_gaussians;
+    SplatGrads g{empty_like_shape(like, {N, 3}), empty_like_shape(like, {N, 4}), empty_like_shape(like, {N, 3}),
+                 empty_like_shape(like, {N}), features};
+    p.grad_means = g.means.data_ptr();
+    p.grad_quats = g.quats.data_ptr();
+    p.grad_scales = g.scales.data_ptr();
+    p.grad_opacities = g.opacities.data_ptr();
+    p.grad_features = g.features.data_ptr();
+    return g;
+}
+
+// The parts of long lists (CUDA, both rasterizers): `segments` parts at
+// most, of at least `segment_min` entries; their per-cell state is kept for
+// the backward. The CPU composites every list in one walk (exact) and keeps
+// none.
+template <class Params>
+void splat_segments(const char* op, Params& p, int64_t segments, int64_t segment_min) {
+    NUREC_CHECK(segments >= 0 && segments <= NUREC_SPLAT_MAX_SEGMENTS, "nurec_ops.", op,
+                ": `segments` must be in [0, ", NUREC_SPLAT_MAX_SEGMENTS, "], got ", segments);
+    NUREC_CHECK(segment_min >= 1, "nurec_ops.", op, ": `segment_min` must be >= 1, got ", segment_min);
+    p.segments = (int)segments;
+    p.segment_min = segment_min;
+}
+
+// The parts' per-cell state of a forward ([S, C, rows, cols, D + 2] reals,
+// [S, C, rows, cols] int32; S = 0 without parts), allocated and bound.
+template <class Params>
+void splat_segment_buffers(const Tensor& like, Params& p, int64_t images, int64_t rows, int64_t cols,
+                           int64_t channels, Tensor& state, Tensor& last) {
+    const int64_t S = p.segments > 1 ? p.segments : 0;
+    state = empty_like_shape(like, {S, images, rows, cols, channels + 2});
+    last = empty_dense(like, {S, images, rows, cols}, aoti_torch_dtype_int32());
+    p.seg_state = state.data_ptr();
+    p.seg_last = (int32_t*)last.data_ptr();
+}
+
+// The backward's part state from its forward: checked, made dense, bound.
+template <class Params>
+void splat_segments_saved(const char* op, const Tensor& means, Params& p, int64_t images, int64_t rows,
+                          int64_t cols, int64_t channels, Tensor& seg_state, Tensor& seg_last,
+                          int64_t segment_min) {
+    check_shape(op, "seg_state", seg_state, {-1, images, rows, cols, channels + 2}, "[S, C, rows, cols, D + 2]");
+    check_real(op, "seg_state", seg_state, means, "means");
+    const int64_t S = seg_state.size(0);
+    check_shape(op, "seg_last", seg_last, {S, images, rows, cols}, "[S, C, rows, cols] (S = seg_state.shape[0])");
+    check_dtype(op, "seg_last", seg_last, ScalarType::Int);
+    check_device(op, "saved tensors and gradients", seg_state, means, "means");
+    check_device(op, "saved tensors and gradients", seg_last, means, "means");
+    NUREC_CHECK(S != 1 && (S == 0 || !means.is_cpu()), "nurec_ops.", op,
+                ": `seg_state` must come from the forward (0 parts, or 2 and more on CUDA), got ", S);
+    splat_segments(op, p, S, segment_min);
+    seg_state = dense(seg_state);
+    seg_last = dense(seg_last);
+    p.seg_state = seg_state.data_ptr();
+    p.seg_last = (int32_t*)seg_last.data_ptr();
+}
+
+}  // namespace nurec
+
+#endif  // NUREC_SPLAT_GLUE_H
