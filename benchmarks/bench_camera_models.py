@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 import nurec_ops  # noqa: E402
 from bench_rasterize_camera import street  # noqa: E402
 from nurec_ops import sensors  # noqa: E402
-from timing import back_to_back_us, table  # noqa: E402
+from timing import autograd_step, back_to_back_us, table  # noqa: E402
 
 KEYS = ("means", "quats", "scales", "opacities", "features")
 CAMS = {  # model -> (file, camera)
@@ -98,16 +98,6 @@ def gsplat_renderer(sc, model, rec, p, W, H):
     return run
 
 
-def step(render, L, cot, backward):
-    def run():
-        out = list(render(L))
-        if backward:
-            torch.autograd.backward(out, cot)
-            for v in L.values():
-                v.grad = None
-    return run
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
@@ -141,7 +131,7 @@ def main():
             continue
         images[key] = [o.detach() for o in out]
         cot = [torch.randn_like(o) for o in out]
-        steps[key] = (step(f, L, cot, False), step(f, L, cot, True))
+        steps[key] = (autograd_step(lambda f=f: f(L), L, cot, False), autograd_step(lambda f=f: f(L), L, cot, True))
     t = {k: ([], []) for k in steps}
     for _ in range(a.rounds):
         for k, (fw, fb) in steps.items():

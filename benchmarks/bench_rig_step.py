@@ -33,7 +33,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import nurec_ops  # noqa: E402
 from scenes import make_street_scene, street_lidar  # noqa: E402
-from timing import table  # noqa: E402
+from timing import graph_ms, table  # noqa: E402
 
 RIG = "gsplat/test_pinhole_camera_params.json"
 ACTORS, PER_ACTOR = 64, 8_000
@@ -170,19 +170,6 @@ def profile_shares(step, device):
     return {k: v / total for k, v in sorted(ours.items(), key=lambda kv: -kv[1])}, kernels
 
 
-def graphed(step, device):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        step()
-    return g.replay
-
-
 def measure(device, dtype, N, cameras, scale, steps, graph=False, with_gsplat=False):
     params, D = build(device, dtype, N, cameras, scale)
     opt = torch.optim.Adam(list(params.values()), lr=1e-3, capturable=graph and device.type == "cuda")
@@ -201,7 +188,7 @@ def measure(device, dtype, N, cameras, scale, steps, graph=False, with_gsplat=Fa
             pol.poll()
             caps += list(pol.capacity.values())
         cap = 2 * max(caps) if caps else 64 * row["N"]
-        row["graph_ms"] = timed(graphed(step_fn(params, D, opt, capacity=cap), device), device, steps)
+        row["graph_ms"] = graph_ms(step_fn(params, D, opt, capacity=cap), steps)
     if with_gsplat:
         row["gsplat_ms"] = timed(step_fn(params, D, opt, camera_op="gsplat"), device, steps)
     return row

@@ -24,7 +24,7 @@ import nurec_ops  # noqa: E402
 from bench_camera_models import calibration  # noqa: E402
 from bench_rasterize_camera import street  # noqa: E402
 from bench_rasterize_lidar import street_lidar_scene  # noqa: E402
-from timing import back_to_back_us, table  # noqa: E402
+from timing import autograd_step, back_to_back_us, table  # noqa: E402
 
 KEYS = ("means", "quats", "scales", "opacities", "features")
 GSPLAT_LIDAR_RS_MS = 6.94  # the H200 figure, 128 x 3600 with rolling shutter, fwd+bwd
@@ -38,19 +38,6 @@ def moved(V, dx, dt):
     centre[:, 0] += dx
     out[:, :3, 3] = -torch.einsum("cij,cj->ci", R, centre)
     return out
-
-
-def step(render, L, backward):
-    out0 = [o.detach() for o in render(L)]
-    cot = [torch.randn_like(o) for o in out0]
-
-    def run():
-        out = list(render(L))
-        if backward:
-            torch.autograd.backward(out, cot)
-            for v in L.values():
-                v.grad = None
-    return run
 
 
 def main():
@@ -99,7 +86,9 @@ def main():
             with torch.no_grad():
                 f(L)
         torch.cuda.synchronize()
-        steps[name] = (step(f, L, False), step(f, L, True))
+        cot = [torch.randn_like(o) for o in f(L)]
+        steps[name] = (autograd_step(lambda f=f, L=L: f(L), L, cot, False),
+                       autograd_step(lambda f=f, L=L: f(L), L, cot, True))
     t = {k: ([], []) for k in steps}
     for _ in range(a.rounds):
         for k, (fw, fb) in steps.items():
