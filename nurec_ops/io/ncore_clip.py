@@ -1,0 +1,172 @@
+"""What nurec_ops.io.ncore.load_clip returns: a clip's cameras, lidars and
+tracks as the ops' tensors, and its lidar points as initial Gaussians."""
+import collections
+import dataclasses
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+from ..lidar_model import LidarModel
+from ..reference.quat import to_rotmat
+
+InitialGaussians = collections.namedtuple("InitialGaussians", ["means", "track_ids", "times_us"])
+InitialGaussians.__doc__ = """Lidar points as Gaussian centres: ``means [N, 3]``
+(world coordinates for static points, the actor's cuboid frame for points
+on an actor), ``track_ids [N]`` int64 (-1 static, else the index into
+``Clip.tracks``), ``times_us [N]`` int64 (each point's measurement time)."""
+
+
+@dataclasses.dataclass
+class Camera:
+    """One camera of a clip, ``F`` frames.
+
+    ``camera_model`` ("ftheta", "opencv", "fisheye", "pinhole") and
+    ``params`` (its per-camera arguments as ``nurec_ops.sensors.camera_params``
+    returns them: unbatched tensors, ``Ks`` included for the pinhole family;
+    what ``nurec_ops.reference.camera_models.project`` takes), ``Ks [3, 3]``
+    (identity for FTheta, which does not read it), ``width``, ``height``,
+    ``shutter`` (rasterize_camera's), ``timestamps_us [F, 2]`` (start, end),
+    ``viewmats`` / ``viewmats_end [F, 4, 4]`` world -> camera at the frame's
+    start / end, ``images [F, H, W, 3]`` in [0, 1] (None when not loaded),
+    ``T_sensor_rig [4, 4]`` (None when the graph has no static rig edge),
+    ``record``: NCore's intrinsics as the record camera_params read."""
+    name: str
+    camera_model: str
+    params: Dict[str, torch.Tensor]
+    Ks: torch.Tensor
+    width: int
+    height: int
+    shutter: str
+    timestamps_us: torch.Tensor
+    viewmats: torch.Tensor
+    viewmats_end: torch.Tensor
+    images: Optional[torch.Tensor]
+    T_sensor_rig: Optional[torch.Tensor]
+    record: dict
+
+    def model_kwargs(self, C=1):
+        """rasterize_camera's ``camera_model=`` and model arguments for ``C``
+        views of this camera (each parameter expanded to ``[C, k]``)."""
+        kw = {"camera_model": self.camera_model}
+        kw.update({k: v.expand(C, *v.shape) for k, v in self.params.items() if k != "Ks"})
+        return kw
+
+
+@dataclasses.dataclass
+class Lidar:
+    """One lidar of a clip, ``S`` sweeps.
+
+    The row-offset spinning model (None for a lidar without one):
+    ``row_elevations [R]``, ``column_azimuths [W]``, ``row_azimuth_offsets
+    [R]`` (radians; ray (i, j) at azimuth ``column_azimuths[j] +
+    row_azimuth_offsets[i]``), ``column_times [W]`` (NCore's relative firing
+    time of a column: ``j / (W - 1)``), ``spinning_frequency_hz``,
+    ``spinning_direction``. Per sweep: ``timestamps_us [S, 2]``,
+    ``viewmats`` / ``viewmats_end [S, 4, 4]`` world -> lidar at its start /
+    end, and the first returns on the model's grid, ``ranges [S, R, W]``
+    (metres, 0 where there is none), ``valid [S, R, W]`` bool and
+    ``intensity [S, R, W]``: each ray goes to NCore's stored model element
+    when the clip has one, else to the cell whose ray is nearest in angle;
+    a cell hit by several rays keeps the nearest. All valid returns as
+    world points (each from the sensor's pose at its own timestamp):
+    ``points [M, 3]``, ``point_times_us [M]``, ``point_sweeps [M]``."""
+    name: str
+    row_elevations: Optional[torch.Tensor]
+    column_azimuths: Optional[torch.Tensor]
+    row_azimuth_offsets: Optional[torch.Tensor]
+    column_times: Optional[torch.Tensor]
+    spinning_frequency_hz: Optional[float]
+    spinning_direction: Optional[str]
+    timestamps_us: torch.Tensor
+    viewmats: torch.Tensor
+    viewmats_end: torch.Tensor
+    ranges: Optional[torch.Tensor]
+    valid: Optional[torch.Tensor]
+    intensity: Optional[torch.Tensor]
+    points: torch.Tensor
+    point_times_us: torch.Tensor
+    point_sweeps: torch.Tensor
+    T_sensor_rig: Optional[torch.Tensor]
+
+    @property
+    def model(self):
+        """The sensor model as rasterize_lidar takes it: ``*lidar.model``."""
+        return LidarModel(self.row_elevations, self.column_azimuths, self.row_azimuth_offsets)
+
+
+@dataclasses.dataclass
+class Tracks:
+    """Cuboid tracks as SPEC 1's keyframed actor poses: ``key_poses [P, 7]``
+    (x, y, z, qw, qx, qy, qz: the cuboid centre and orientation in world
+    coordinates, consecutive quaternions of a track in one hemisphere),
+    ``key_times [P]`` (each observation's timestamp), ``track_ranges
+    [T, 2]`` (start, count), ``key_dims [P, 3]`` and ``dims [T, 3]`` (the
+    median over a track's keys) the cuboid's full extents along its x, y, z;
+    ``names`` (NCore's track ids, sorted) and ``class_ids`` [T]."""
+    names: List[str]
+    class_ids: List[str]
+    key_poses: torch.Tensor
+    key_times: torch.Tensor
+    track_ranges: torch.Tensor
+    key_dims: torch.Tensor
+    dims: torch.Tensor
+
+
+@dataclasses.dataclass
+class Clip:
+    """A loaded clip: ``cameras`` and ``lidars`` by name, ``tracks``,
+    ``sequence_id`` and ``time_range_us`` (start, stop: half-open)."""
+    sequence_id: str
+    time_range_us: Tuple[int, int]
+    cameras: Dict[str, Camera]
+    lidars: Dict[str, Lidar]
+    tracks: Tracks
+
+    def initial_gaussians(self, max_points=None, seed=0, lidars=None, margin=0.0, chunk=1 << 20):
+        """Lidar points of ``lidars`` (default: all) as Gaussian centres
+        (InitialGaussians). A point inside a track's cuboid (its median
+        dimensions grown by ``margin`` metres per side) at the point's own
+        time becomes that actor's, expressed in its cuboid frame; the first
+        such track wins; a track is absent outside its key times. Every
+        other point is static (-1), in world coordinates. ``max_points``
+        keeps every actor point (up to the cap) and a random subset
+        (``seed``) of the static ones. ``chunk`` bounds the (point, track)
+        pairs tested at once."""
+        from ..track_poses import interpolate_track_poses
+
+        names = list(self.lidars) if lidars is None else list(lidars)
+        if not names:
+            raise ValueError("initial_gaussians: the clip has no lidar points")
+        pts = torch.cat([self.lidars[n].points for n in names])
+        times = torch.cat([self.lidars[n].point_times_us for n in names])
+        N = pts.shape[0]
+        ids = torch.full((N,), -1, dtype=torch.int64, device=pts.device)
+        means = pts.clone()
+        tr = self.tracks
+        T = tr.track_ranges.shape[0]
+        if T and N:
+            half = tr.dims.to(pts) / 2 + margin
+            step = max(1, chunk // T)
+            for s in range(0, N, step):
+                p, t = pts[s:s + step], times[s:s + step]
+                n = p.shape[0]
+                # every track at every point's own time: one interpolation of n * T (track, time) pairs
+                poses, inside = interpolate_track_poses(tr.key_poses, tr.key_times, tr.track_ranges.repeat(n, 1),
+                                                        t.repeat_interleave(T))
+                poses, inside = poses.view(n, T, 7), inside.view(n, T)
+                R = to_rotmat(poses[..., 3:])  # actor -> world
+                local = torch.einsum("ntji,ntj->nti", R, p[:, None, :] - poses[..., :3])  # R^T (p - t)
+                hit = inside & (local.abs() <= half).all(-1)
+                on_actor = hit.any(1)
+                k = hit.to(torch.uint8).argmax(1)  # the first track holding the point
+                ids[s:s + n] = torch.where(on_actor, k, torch.full_like(k, -1))
+                means[s:s + n] = torch.where(on_actor[:, None], local[torch.arange(n, device=p.device), k], p)
+        if max_points is not None and N > max_points:
+            g = torch.Generator().manual_seed(seed)
+            actor = torch.nonzero(ids.cpu() >= 0).flatten()
+            static = torch.nonzero(ids.cpu() < 0).flatten()
+            actor = actor[torch.randperm(actor.numel(), generator=g)[:max_points]]
+            static = static[torch.randperm(static.numel(), generator=g)[:max_points - actor.numel()]]
+            keep = torch.cat((actor, static)).sort().values.to(pts.device)
+            means, ids, times = means[keep], ids[keep], times[keep]
+        return InitialGaussians(means, ids, times)
