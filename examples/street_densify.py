@@ -22,7 +22,8 @@ PER_GAUSSIAN_DATA = ("track_ids", "intensity")  # in D, resized with the Gaussia
 
 
 class Densifier:
-    def __init__(self, kind, P, D, lr, steps, *, absgrad=False, cap_max=None, width=None, height=None):
+    def __init__(self, kind, P, D, lr, steps, *, absgrad=False, cap_max=None, width=None, height=None,
+                 camera_viewmats=None):
         from gsplat.strategy import DefaultStrategy, MCMCStrategy
 
         from nurec_ops.gsplat import patch_gsplat_strategy_ops
@@ -56,17 +57,19 @@ class Densifier:
             # its size thresholds (grow by cloning below 1% of the scene's
             # scale, else split) are relative to the scene's scale: gsplat's
             # trainer takes 1.1x the cameras' largest distance from their centre
-            centres = -torch.einsum("fji,fj->fi", D.cam_viewmats[:, :3, :3], D.cam_viewmats[:, :3, 3])
+            V = D.cam_viewmats if camera_viewmats is None else camera_viewmats  # every camera pose of the run
+            centres = -torch.einsum("fji,fj->fi", V[:, :3, :3], V[:, :3, 3])
             scale = 1.1 * float((centres - centres.mean(0)).norm(dim=-1).max()) if centres.shape[0] > 1 else 1.0
             self.state = self.strategy.initialize_state(scene_scale=max(scale, 1e-3))
         else:
             self.state = self.strategy.initialize_state()
         self.sync(P, D)
 
-    def info(self, meta):
-        """What gsplat's strategies read from a render (gsplat's ``info``)."""
-        return {"means2d": meta.means2d, "radii": meta.radii, "width": self.width, "height": self.height,
-                "n_cameras": meta.means2d.shape[0], "gaussian_ids": None}
+    def info(self, meta, width=None, height=None):
+        """What gsplat's strategies read from a render (gsplat's ``info``);
+        width and height default to the constructor's."""
+        return {"means2d": meta.means2d, "radii": meta.radii, "width": width or self.width,
+                "height": height or self.height, "n_cameras": meta.means2d.shape[0], "gaussian_ids": None}
 
     def pre_backward(self, step, info):
         self.strategy.step_pre_backward(self.params, self.optimizers, self.state, step, info)

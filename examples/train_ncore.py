@@ -20,8 +20,12 @@ on camera L1 + lidar range L1 (valid returns) + lidar alpha L1 (returned or
 not). Actor key poses stay as labelled. Everything a step reads is indexed
 on the device: no host sync in the loop.
 
+``--strategy default|mcmc`` densifies with gsplat's own strategies, as
+examples/train_street.py does (examples/street_densify.py: actors' Gaussians
+keep their track ids through every split, clone, prune and relocation).
+
 Prints progress, then camera PSNR and lidar range error before and after.
-``--out DIR`` writes metrics.json, losses.csv and, per camera, a
+``--out DIR`` writes metrics.json, losses.csv, loss.png and, per camera, a
 ground truth | start | trained panel of its first frame.
 """
 import argparse
@@ -81,7 +85,7 @@ def build(clip, args, device, dtype):
     lidar = clip.lidars[args.lidar] if args.lidar else next((l for l in clip.lidars.values() if l.ranges is not None),
                                                             None)
     D = NS(track_ids=init.track_ids, tracks=clip.tracks, cams=list(clip.cameras.values()), lidar=lidar,
-           ones=torch.ones(N, 1, device=device, dtype=dtype))
+           intensity=torch.ones(N, 1, device=device, dtype=dtype))  # the lidar's feature (resized when densifying)
     D.cam_mid_us = [cam.timestamps_us.sum(1) // 2 for cam in D.cams]  # when to collect for a frame: its middle
     # the schedule (host): which camera and frame each step, the sweep nearest to it
     g = torch.Generator().manual_seed(args.seed)
@@ -105,27 +109,38 @@ def gaussians_at(P, D, t):
                              tr.key_times, tr.track_ranges, t)
 
 
-def render_camera(P, D, c, i):
+def render_camera(P, D, c, i, meta=False):
+    """The camera's render [1, H, W, 3] (and its SPEC 8 meta with meta=True,
+    for densification)."""
     cam = D.cams[c]
     means, quats, scales, opac = gaussians_at(P, D, D.cam_mid_us[c].index_select(0, i))
     out = nurec_ops.rasterize_camera(means, quats, scales, opac, P.colors.clamp(0, 1), cam.viewmats.index_select(0, i),
                                      cam.Ks.expand(1, 3, 3), cam.width, cam.height, near=CAMERA_NEAR,
                                      backgrounds=P.background, viewmats_end=cam.viewmats_end.index_select(0, i),
-                                     shutter=cam.shutter, **cam.model_kwargs())
-    return out[0]
+                                     shutter=cam.shutter, return_meta=meta, means2d_grad=meta,
+                                     **cam.model_kwargs())
+    return (out[0], out[3]) if meta else out[0]
 
 
 def render_lidar(P, D, j):
     lid = D.lidar
     means, quats, scales, opac = gaussians_at(P, D, D.lidar_mid_us.index_select(0, j))
-    _, rng, alpha = nurec_ops.rasterize_lidar(means, quats, scales, opac, D.ones, lid.viewmats.index_select(0, j),
+    _, rng, alpha = nurec_ops.rasterize_lidar(means, quats, scales, opac, D.intensity, lid.viewmats.index_select(0, j),
                                               *lid.model, viewmats_end=lid.viewmats_end.index_select(0, j),
                                               column_times=lid.column_times)
     return rng[..., 0], alpha[..., 0]
 
 
-def train_step(P, D, opt, c, i, j):
-    cam_loss = (render_camera(P, D, c, i) - D.cams[c].images.index_select(0, i)).abs().mean()
+def train_step(P, D, opt, c, i, j, dens=None, k=0):
+    """One step; with ``dens`` (a street_densify.Densifier) the camera's meta
+    feeds gsplat's strategy around the backward (it may change the number of
+    Gaussians) and ``opt`` holds only the background."""
+    if dens is not None:
+        render, meta = render_camera(P, D, c, i, meta=True)
+        info = dens.info(meta, D.cams[c].width, D.cams[c].height)
+    else:
+        render = render_camera(P, D, c, i)
+    cam_loss = (render - D.cams[c].images.index_select(0, i)).abs().mean()
     loss, lidar_loss = cam_loss, torch.zeros_like(cam_loss)
     if D.lidar is not None:
         rng, alpha = render_lidar(P, D, j)
@@ -134,8 +149,13 @@ def train_step(P, D, opt, c, i, j):
         lidar_loss = ((rng - D.lidar.ranges.index_select(0, j)).abs() * valid).sum() / valid.sum().clamp_min(1)
         loss = loss + LIDAR_WEIGHT * lidar_loss + ALPHA_WEIGHT * (alpha - valid).abs().mean()
     opt.zero_grad(set_to_none=True)
+    if dens is not None:
+        loss = loss + dens.regularization(P)
+        dens.pre_backward(k, info)
     loss.backward()
     opt.step()
+    if dens is not None:
+        dens.step(k, info, P, D)
     return torch.stack([loss, cam_loss, lidar_loss]).detach()
 
 
@@ -180,6 +200,9 @@ def parse_args(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="folder for metrics.json, losses.csv and camera panels")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.add_argument("--strategy", default="none", choices=["none", "default", "mcmc"],
+                   help="densify with gsplat's DefaultStrategy or MCMCStrategy (needs gsplat)")
+    p.add_argument("--cap-max", type=int, default=None, help="MCMC: most Gaussians (default 1.5x the start)")
     return p.parse_args(argv)
 
 
@@ -203,13 +226,22 @@ def main(argv=None):
            f"{D.lidar.timestamps_us.shape[0]} sweeps" if D.lidar is not None else "; no lidar")
         + f"; {N} Gaussians ({int((D.track_ids >= 0).sum())} on {D.tracks.track_ranges.shape[0]} tracks); "
         f"loaded in {time.perf_counter() - t0:.1f} s; {args.steps} steps on {device}")
-    opt = torch.optim.Adam([{"params": [P[k]], "lr": lr} for k, lr in LR.items()], eps=1e-15)
+    dens = None
+    if args.strategy != "none":
+        import street_densify
+
+        V = torch.cat([cam.viewmats for cam in D.cams])
+        dens = street_densify.Densifier(args.strategy, P, D, LR, args.steps, cap_max=args.cap_max,
+                                        width=D.cams[0].width, height=D.cams[0].height, camera_viewmats=V)
+        opt = torch.optim.Adam([{"params": [P.background], "lr": LR["background"]}], eps=1e-15)
+    else:
+        opt = torch.optim.Adam([{"params": [P[k]], "lr": lr} for k, lr in LR.items()], eps=1e-15)
     start = evaluate(P, D)
     losses = torch.zeros(args.steps, 3, device=device, dtype=dtype)
     every = max(1, args.steps // 10)
     t1 = time.perf_counter()
     for k, (c, i, j) in enumerate(D.schedule):
-        losses[k] = train_step(P, D, opt, c, i, j)
+        losses[k] = train_step(P, D, opt, c, i, j, dens, k)
         if not args.quiet and ((k + 1) % every == 0 or k + 1 == args.steps):  # reading a loss syncs: rarely
             log(f"  step {k + 1:5d}/{args.steps}  loss {float(losses[k, 0]):.4f}  "
                 f"camera L1 {float(losses[k, 1]):.4f}  lidar L1 {float(losses[k, 2]):.3f} m")
@@ -222,7 +254,10 @@ def main(argv=None):
     if D.lidar is not None:
         log(f"  lidar range error  {start[1]:7.3f} -> {final[1]:.3f} m")
     log(f"  {step_ms:.1f} ms per step")
-    metrics = dict(steps=args.steps, gaussians=N, losses=losses.tolist(), psnr_start=start[0], psnr_final=final[0],
+    if dens is not None:
+        log(f"  Gaussians          {N:7d} -> {int(P.means.shape[0])}  ({args.strategy} strategy)")
+    metrics = dict(steps=args.steps, gaussians=N, gaussians_final=int(P.means.shape[0]), strategy=args.strategy,
+                   losses=losses.tolist(), psnr_start=start[0], psnr_final=final[0],
                    lidar_range_error_start=start[1], lidar_range_error_final=final[1], step_ms=step_ms)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
@@ -233,11 +268,15 @@ def main(argv=None):
             f.writelines(f"{k},{a:.8g},{b:.8g},{c:.8g}\n" for k, (a, b, c) in enumerate(losses.tolist()))
         import figures
 
+        figures.plot_losses(os.path.join(args.out, "loss.png"),
+                            [("total", losses[:, 0].tolist(), (0.0, 0.0, 0.0)),
+                             ("camera", losses[:, 1].tolist(), (0.1, 0.35, 0.85))]
+                            + ([("lidar", losses[:, 2].tolist(), (0.85, 0.3, 0.1))] if D.lidar is not None else []))
         for cam, a, b in zip(D.cams, start[2], final[2]):
             figures.save_panels(os.path.join(args.out, f"camera_{cam.name}.png"),
                                 [("ground truth", cam.images[0].cpu()), ("start", a), ("trained", b)],
                                 scale=max(1, 480 // cam.width))
-        log(f"  wrote {args.out}/: metrics.json, losses.csv, camera_*.png")
+        log(f"  wrote {args.out}/: metrics.json, losses.csv, loss.png, camera_*.png")
     return metrics
 
 

@@ -535,3 +535,21 @@ def test_train_ncore_example_learns(written, tmp_path):
     assert m["psnr_final"] > m["psnr_start"] + 2
     assert m["lidar_range_error_final"] < m["lidar_range_error_start"]
     assert os.path.exists(tmp_path / "metrics.json") and os.path.exists(tmp_path / "camera_cam_ftheta.png")
+
+
+@pytest.mark.parametrize("strategy", ["default", "mcmc"])
+def test_train_ncore_densifies(written, tmp_path, strategy):
+    """--strategy: gsplat's strategy densifies the clip's Gaussians (actors'
+    keep their track ids: examples/street_densify.py) and training still
+    learns; the loss plot is written."""
+    pytest.importorskip("gsplat.strategy")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    import train_ncore
+
+    m = train_ncore.main(["--clip", written[0], "--steps", "30", "--device", "cpu", "--max-points", "3000",
+                          "--quiet", "--strategy", strategy, "--out", str(tmp_path)])
+    losses = torch.tensor(m["losses"])
+    assert torch.isfinite(losses).all() and m["strategy"] == strategy
+    assert m["gaussians_final"] != m["gaussians"]
+    assert m["psnr_final"] > m["psnr_start"] + 1
+    assert os.path.exists(tmp_path / "loss.png")
