@@ -194,31 +194,28 @@ def _check(op, means, quats, scales, opacities, features, viewmats, Ks, backgrou
     return C, N, D, K
 
 
-def _check_model(op, C, means, camera_model, model_params):
-    if not 0 <= camera_model <= 3:
-        Ck.fail(op, f"`camera_model` must be 0..3 (pinhole, opencv, fisheye, ftheta), got {camera_model}")
-    if camera_model == 0:
+def _check_packed(op, C, means, name, code, codes, params, params_name, width, packer):
+    """A code (0: none) and, for the others, its packed parameters [C, width]
+    (the glue's rc_model / rc_shutter checks)."""
+    if not 0 <= code < len(codes):
+        Ck.fail(op, f"`{name}` must be 0..{len(codes) - 1} ({', '.join(codes)}), got {code}")
+    if code == 0:
         return
-    if model_params is None:
-        Ck.fail(op, f"`model_params` is needed for camera_model {camera_model}")
-    Ck.shape(op, "model_params", model_params, (C, _camera_models.PARAMS),
-             "[C, 20] (C = viewmats.shape[0]; packed by nurec_ops._camera_models)")
-    Ck.real(op, "model_params", model_params, means, "means")
-    Ck.device(op, "model_params", model_params, means, "means")
+    if params is None:
+        Ck.fail(op, f"`{params_name}` is needed for {name} {code}")
+    Ck.shape(op, params_name, params, (C, width), f"[C, {width}] (C = viewmats.shape[0]; packed by {packer})")
+    Ck.real(op, params_name, params, means, "means")
+    Ck.device(op, params_name, params, means, "means")
+
+
+def _check_model(op, C, means, camera_model, model_params):
+    _check_packed(op, C, means, "camera_model", camera_model, tuple(_camera_models.CODES), model_params,
+                  "model_params", _camera_models.PARAMS, "nurec_ops._camera_models")
 
 
 def _check_shutter(op, C, means, shutter, shutter_params):
-    if not 0 <= shutter <= 4:
-        Ck.fail(op, f"`shutter` must be 0..4 (global, top_to_bottom, bottom_to_top, left_to_right, right_to_left), "
-                    f"got {shutter}")
-    if shutter == 0:
-        return
-    if shutter_params is None:
-        Ck.fail(op, f"`shutter_params` is needed for shutter {shutter}")
-    Ck.shape(op, "shutter_params", shutter_params, (C, _rolling_shutter.PARAMS),
-             "[C, 16] (C = viewmats.shape[0]; packed by nurec_ops._rolling_shutter)")
-    Ck.real(op, "shutter_params", shutter_params, means, "means")
-    Ck.device(op, "shutter_params", shutter_params, means, "means")
+    _check_packed(op, C, means, "shutter", shutter, tuple(_rolling_shutter.SHUTTERS), shutter_params,
+                  "shutter_params", _rolling_shutter.PARAMS, "nurec_ops._rolling_shutter")
 
 
 @torch.library.register_fake("nurec_ops::rasterize_camera_fwd")

@@ -372,12 +372,17 @@ def test_compile_fullgraph(device):
         r, d, a = nurec_ops.rasterize_camera(m, q, sc, o, feat, V, K, 24, 20, backgrounds=bg, capacity=1 << 15)
         return (r.sum() + 0.1 * d.sum() + a.sum())
 
-    args = [s[k] for k in ("means", "quats", "scales", "opacities", "features", "viewmats", "Ks", "backgrounds")]
+    check_compiled(f, [s[k] for k in ("means", "quats", "scales", "opacities", "features", "viewmats", "Ks",
+                                      "backgrounds")], n_grad=5)
+
+
+def check_compiled(f, args, n_grad):
+    """torch.compile(f, fullgraph=True) equals eager f: the value and the
+    gradients with respect to the first n_grad arguments."""
     eager = f(*args)
-    ge = torch.autograd.grad(eager, args[:5])
-    cf = torch.compile(f, fullgraph=True)
-    out = cf(*args)
-    gc = torch.autograd.grad(out, args[:5])
+    ge = torch.autograd.grad(eager, args[:n_grad])
+    out = torch.compile(f, fullgraph=True)(*args)
+    gc = torch.autograd.grad(out, args[:n_grad])
     torch.testing.assert_close(out, eager)
     for a, b in zip(gc, ge):
         torch.testing.assert_close(a, b)
