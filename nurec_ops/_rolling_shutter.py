@@ -1,11 +1,11 @@
 """SPEC section 7's rolling shutter, what the fused ops and the reference
-share: a sensor's start and end poses packed into the ops'
-``shutter_params [C, 16]`` (the layout of csrc/sensors/rolling_shutter.h:
-sensor -> world rotations as unit quaternions, the end one in the start's
-hemisphere, and the sensor centres), the pose at relative time tau (slerp
-and lerp, in PyTorch for the reference twin; the C kernels do the same
-from the same packed values), and a camera pixel's relative time. No host
-sync."""
+share: the ops' arguments (a shutter code and ``viewmats_end`` as given:
+the kernels pack each sensor's poses themselves, csrc/sensors/
+rolling_shutter_generic.h's rs_pack), the reference's packed poses
+``[C, 16]`` (the same layout: sensor -> world rotations as unit
+quaternions, the end one in the start's hemisphere, and the sensor
+centres), the pose at relative time tau (slerp and lerp, in PyTorch for
+the reference twin), and a camera pixel's relative time. No host sync."""
 import torch
 
 from . import _checks as Ck
@@ -35,8 +35,9 @@ def rotmat_to_quat(R):
     return torch.where(q[..., :1] < 0, -q, q)
 
 
-def pack(op, viewmats, viewmats_end, shutter):
-    """(code, shutter_params [C, 16] or None) for the ops."""
+def op_args(op, viewmats, viewmats_end, shutter):
+    """(code, viewmats_end or None) for the ops, checked; constants (never
+    differentiated). Two tensor ops at most: the kernels pack the poses."""
     if shutter not in SHUTTERS:
         Ck.fail(op, f"`shutter` must be one of {tuple(SHUTTERS)}, got {shutter!r}")
     if viewmats_end is None or shutter == "global":
@@ -45,6 +46,16 @@ def pack(op, viewmats, viewmats_end, shutter):
     Ck.shape(op, "viewmats_end", viewmats_end, (C, 4, 4), "[C, 4, 4] (C = viewmats.shape[0])")
     Ck.real(op, "viewmats_end", viewmats_end, viewmats, "viewmats")
     Ck.device(op, "viewmats_end", viewmats_end, viewmats, "viewmats")
+    return SHUTTERS[shutter], viewmats_end.detach().contiguous()
+
+
+def pack(op, viewmats, viewmats_end, shutter):
+    """(code, packed poses [C, 16] or None), for the reference twin: what
+    the kernels' rs_pack computes per thread."""
+    code, viewmats_end = op_args(op, viewmats, viewmats_end, shutter)
+    if viewmats_end is None:
+        return 0, None
+    C = viewmats.shape[0]
     with torch.no_grad():
         out = viewmats.new_zeros((C, PARAMS))
         for k, V in ((0, viewmats.detach()), (1, viewmats_end.detach())):
@@ -54,7 +65,7 @@ def pack(op, viewmats, viewmats_end, shutter):
             out[:, 8 + 3 * k:11 + 3 * k] = -torch.einsum("cji,cj->ci", R, t)
         dot = (out[:, 0:4] * out[:, 4:8]).sum(-1, keepdim=True)
         out[:, 4:8] = torch.where(dot < 0, -out[:, 4:8], out[:, 4:8])  # the end rotation in the start's hemisphere
-    return SHUTTERS[shutter], out
+    return code, out
 
 
 def pose_at(sp, tau):

@@ -132,10 +132,10 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
         Ck.fail(_OP, f"`absgrad` supports at most 4 feature channels (RGB or SH), got {D}")
     segments = _segments_for(means.device, means.dtype, C, height, width, D)
     code, model_params, Ks = _camera_models.pack(_OP, camera_model, C, means, Ks, model_args)
-    rs_code, rs_params = _rolling_shutter.pack(_OP, viewmats, viewmats_end, shutter)
+    rs_code, rs_end = _rolling_shutter.op_args(_OP, viewmats, viewmats_end, shutter)
     args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
             float(near), float(far), sh, segments, _SEGMENT_MIN)
-    tail = (code, model_params, rs_code, rs_params)
+    tail = (code, model_params, rs_code, rs_end)
 
     def run(forward):
         return _binning.run_binned(_OP, lambda *a: forward(*a, *tail), args, means.device, (C, width, height),
@@ -194,8 +194,8 @@ def _check(op, means, quats, scales, opacities, features, viewmats, Ks, backgrou
     return C, N, D, K
 
 
-def _check_packed(op, C, means, name, code, codes, params, params_name, width, packer):
-    """A code (0: none) and, for the others, its packed parameters [C, width]
+def _check_packed(op, C, means, name, code, codes, params, params_name, shape, what):
+    """A code (0: none) and, for the others, its parameters [C, *shape]
     (the glue's rc_model / rc_shutter checks)."""
     if not 0 <= code < len(codes):
         Ck.fail(op, f"`{name}` must be 0..{len(codes) - 1} ({', '.join(codes)}), got {code}")
@@ -203,29 +203,30 @@ def _check_packed(op, C, means, name, code, codes, params, params_name, width, p
         return
     if params is None:
         Ck.fail(op, f"`{params_name}` is needed for {name} {code}")
-    Ck.shape(op, params_name, params, (C, width), f"[C, {width}] (C = viewmats.shape[0]; packed by {packer})")
+    dims = ", ".join(str(d) for d in shape)
+    Ck.shape(op, params_name, params, (C,) + tuple(shape), f"[C, {dims}] (C = viewmats.shape[0]{what})")
     Ck.real(op, params_name, params, means, "means")
     Ck.device(op, params_name, params, means, "means")
 
 
 def _check_model(op, C, means, camera_model, model_params):
     _check_packed(op, C, means, "camera_model", camera_model, tuple(_camera_models.CODES), model_params,
-                  "model_params", _camera_models.PARAMS, "nurec_ops._camera_models")
+                  "model_params", (_camera_models.PARAMS,), "; packed by nurec_ops._camera_models")
 
 
-def _check_shutter(op, C, means, shutter, shutter_params):
-    _check_packed(op, C, means, "shutter", shutter, tuple(_rolling_shutter.SHUTTERS), shutter_params,
-                  "shutter_params", _rolling_shutter.PARAMS, "nurec_ops._rolling_shutter")
+def _check_shutter(op, C, means, shutter, viewmats_end):
+    _check_packed(op, C, means, "shutter", shutter, tuple(_rolling_shutter.SHUTTERS), viewmats_end,
+                  "viewmats_end", (4, 4), "")
 
 
 @torch.library.register_fake("nurec_ops::rasterize_camera_fwd")
 def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height, near, far,
           sh_degree, segments, segment_min, capacity, camera_model=0, model_params=None, shutter=0,
-          shutter_params=None):
+          viewmats_end=None):
     C, N, D, K = _check(_OP, means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width,
                         height, near, far, sh_degree)
     _check_model(_OP, C, means, camera_model, model_params)
-    _check_shutter(_OP, C, means, shutter, shutter_params)
+    _check_shutter(_OP, C, means, shutter, viewmats_end)
     Ck.segments(_OP, segments, segment_min)
     S = segments if segments > 1 and means.device.type != "cpu" else 0
     H, W = height, width
@@ -243,11 +244,11 @@ def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, 
 def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, opacities, features, viewmats,
                    Ks, backgrounds, records, counts, colors, isect_items, tile_ranges, final_T, last, status,
                    seg_state, seg_last, width, height, near, far, sh_degree, segment_min, camera_model=0,
-                   model_params=None, shutter=0, shutter_params=None, taus=None, absgrad=False):
+                   model_params=None, shutter=0, viewmats_end=None, taus=None, absgrad=False):
     C, N, D, K = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats, Ks,
                         backgrounds, width, height, near, far, sh_degree)
     _check_model(_OP + "_backward", C, means, camera_model, model_params)
-    _check_shutter(_OP + "_backward", C, means, shutter, shutter_params)
+    _check_shutter(_OP + "_backward", C, means, shutter, viewmats_end)
     e = means.new_empty
     return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e(features.shape), e((C * N, 8)),
             e((C * N if absgrad else 0, 2)))
@@ -259,7 +260,7 @@ def _setup_context(ctx, inputs, output):
     camera_model = inputs[16] if len(inputs) > 16 else 0
     model_params = inputs[17] if len(inputs) > 17 else None
     shutter = inputs[18] if len(inputs) > 18 else 0
-    shutter_params = inputs[19] if len(inputs) > 19 else None
+    viewmats_end = inputs[19] if len(inputs) > 19 else None
     _, _, _, records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, taus = output
     ctx.set_materialize_grads(False)
     ctx.has_bg = backgrounds is not None
@@ -271,7 +272,7 @@ def _setup_context(ctx, inputs, output):
     ctx.save_for_backward(*saved)
     ctx.cfg = (width, height, near, far, sh_degree, segment_min)
     # the packed camera model and shutter: inputs, constants, never differentiated
-    ctx.model = (camera_model, model_params, shutter, shutter_params)
+    ctx.model = (camera_model, model_params, shutter, viewmats_end)
     ctx.n_inputs = len(inputs)
 
 

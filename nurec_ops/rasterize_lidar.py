@@ -153,13 +153,13 @@ def default_column_times(column_azimuths):
 
 
 def rolling_args(op, viewmats, viewmats_end, column_azimuths, col_order, column_times):
-    """The op's (shutter_params, canonical column times), or (None, None)
+    """The op's (viewmats_end, canonical column times), or (None, None)
     for a global shutter."""
     if viewmats_end is None:
         return (None, None)
     from . import _rolling_shutter
 
-    _, sp = _rolling_shutter.pack(op, viewmats, viewmats_end, "top_to_bottom")  # the spin: any rolling code
+    _, end = _rolling_shutter.op_args(op, viewmats, viewmats_end, "top_to_bottom")  # the spin: any rolling code
     if column_times is None:
         column_times = _cached_times(column_azimuths)
     else:
@@ -167,7 +167,7 @@ def rolling_args(op, viewmats, viewmats_end, column_azimuths, col_order, column_
         Ck.shape(op, "column_times", column_times, (W,), "[W] (W = column_azimuths.shape[0])")
         Ck.real(op, "column_times", column_times, viewmats, "viewmats")
         Ck.device(op, "column_times", column_times, viewmats, "viewmats")
-    return (sp, column_times.detach().index_select(0, col_order.long()).contiguous())
+    return (end, column_times.detach().index_select(0, col_order.long()).contiguous())
 
 
 def _cached_times(column_azimuths):
@@ -224,12 +224,28 @@ def _check(op, means, quats, scales, opacities, features, viewmats, row_elevatio
     return C, N, D, R, W
 
 
+def _check_rolling(op, C, W, means, viewmats_end, column_times):
+    """The glue's rl_shutter checks: the sweeps' end poses and the canonical
+    column times, both or neither."""
+    if viewmats_end is None:
+        return
+    Ck.shape(op, "viewmats_end", viewmats_end, (C, 4, 4), "[C, 4, 4] (C = viewmats.shape[0])")
+    Ck.real(op, "viewmats_end", viewmats_end, means, "means")
+    Ck.device(op, "viewmats_end", viewmats_end, means, "means")
+    if column_times is None:
+        Ck.fail(op, "`column_times` is needed with `viewmats_end`")
+    Ck.shape(op, "column_times", column_times, (W,), "[W] (W = column_azimuths.shape[0])")
+    Ck.real(op, "column_times", column_times, means, "means")
+    Ck.device(op, "column_times", column_times, means, "means")
+
+
 @torch.library.register_fake("nurec_ops::rasterize_lidar_fwd")
 def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths, column_order,
-          row_azimuth_offsets, near, far, eps2d, segments, segment_min, capacity, shutter_params=None,
+          row_azimuth_offsets, near, far, eps2d, segments, segment_min, capacity, viewmats_end=None,
           column_times=None):
     C, N, D, R, W = _check(_OP, means, quats, scales, opacities, features, viewmats, row_elevations,
                            column_azimuths, column_order, row_azimuth_offsets, near, far, eps2d)
+    _check_rolling(_OP, C, W, means, viewmats_end, column_times)
     Ck.segments(_OP, segments, segment_min)
     ty, tx = (R + _TILE_ROWS - 1) // _TILE_ROWS, (W + _TILE_COLS - 1) // _TILE_COLS
     M = _binning.fake_intersections(means.device, capacity)
@@ -239,16 +255,17 @@ def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, c
     return (e((C, R, W, D)), e((C, R, W, 1)), e((C, R, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),
             e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64), e((C, R, W)), e((C, R, W), dtype=i32),
             e((2,), dtype=i64), e((S, C, R, W, D + 2)), e((S, C, R, W), dtype=i32),
-            e((C if shutter_params is not None else 0, N)))
+            e((C if viewmats_end is not None else 0, N)))
 
 
 @torch.library.register_fake("nurec_ops::rasterize_lidar_bwd")
 def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, opacities, features, viewmats,
                    row_elevations, column_azimuths, column_order, row_azimuth_offsets, records, counts,
                    isect_items, tile_ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,
-                   segment_min, shutter_params=None, column_times=None, taus=None, absgrad=False):
+                   segment_min, viewmats_end=None, column_times=None, taus=None, absgrad=False):
     C, N, D, R, W = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats,
                            row_elevations, column_azimuths, column_order, row_azimuth_offsets, near, far, eps2d)
+    _check_rolling(_OP + "_backward", C, W, means, viewmats_end, column_times)
     Ck.shape(_OP + "_backward", "grad_features", grad_features, (C, R, W, D), "[C, R, W, D]")
     Ck.shape(_OP + "_backward", "grad_range", grad_range, (C, R, W, 1), "[C, R, W, 1]")
     Ck.shape(_OP + "_backward", "grad_alpha", grad_alpha, (C, R, W, 1), "[C, R, W, 1]")
@@ -260,7 +277,7 @@ def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, 
 def _setup_context(ctx, inputs, output):
     (means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order, row_off, near, far, eps2d,
      _segments, segment_min, _capacity) = inputs[:16]
-    shutter_params = inputs[16] if len(inputs) > 16 else None
+    viewmats_end = inputs[16] if len(inputs) > 16 else None
     column_times = inputs[17] if len(inputs) > 17 else None
     _, _, _, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, taus = output
     ctx.set_materialize_grads(False)
@@ -268,7 +285,7 @@ def _setup_context(ctx, inputs, output):
                           row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last,
                           taus)
     ctx.cfg = (near, far, eps2d, segment_min)
-    ctx.rolling = (shutter_params, column_times)  # inputs: constants, never differentiated
+    ctx.rolling = (viewmats_end, column_times)  # inputs: constants, never differentiated
     ctx.n_inputs = len(inputs)
 
 

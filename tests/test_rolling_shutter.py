@@ -309,9 +309,9 @@ def test_opcheck_rolling_shutter(device):
     s = tc.to(rolling_scene("left_to_right", "fisheye", N=30), device, torch.float64)
     code, mp, K = _camera_models.pack("rasterize_camera", "fisheye", 2, s["means"], s["Ks"],
                                       {"radial": s["radial"], "max_angle": s["max_angle"]})
-    rs, sp = RS.pack("rasterize_camera", s["viewmats"], s["viewmats_end"], "left_to_right")
+    rs, end = RS.op_args("rasterize_camera", s["viewmats"], s["viewmats_end"], "left_to_right")
     args = (s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], K, None,
-            s["width"], s["height"], 0.01, 1e10, -1, 0, 1, 1 << 14, code, mp, rs, sp)
+            s["width"], s["height"], 0.01, 1e10, -1, 0, 1, 1 << 14, code, mp, rs, end)
     torch.library.opcheck(torch.ops.nurec_ops.rasterize_camera_fwd.default, args)
     sl = tl.to(tl.random_scene(N=40, C=2, D=1), device, torch.float64)
     V1 = lidar_end(sl["viewmats"].cpu()).to(device)

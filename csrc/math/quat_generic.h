@@ -65,6 +65,32 @@ NUREC_HD void NR(quat_to_rotmat)(const real_t q[4], real_t R[9]) {
     R[6] = 2 * (x * z - w * y); R[7] = 2 * (y * z + w * x); R[8] = 1 - 2 * (x * x + y * y);
 }
 
+/* The unit quaternion (w, x, y, z), w >= 0, of rotation matrix M (row-major),
+ * by Shepperd's method: from the largest of trace, M00, M11, M22 (the first
+ * on ties), so no square root of a small number. Not differentiated (poses
+ * are constants). */
+NUREC_HD void NR(rotmat_to_quat)(const real_t M[9], real_t q[4]) {
+    const real_t tr = M[0] + M[4] + M[8];
+    int which = 0;
+    real_t best = tr;
+    if (M[0] > best) { best = M[0]; which = 1; }
+    if (M[4] > best) { best = M[4]; which = 2; }
+    if (M[8] > best) { which = 3; }
+    if (which == 0) {
+        q[0] = 1 + tr; q[1] = M[7] - M[5]; q[2] = M[2] - M[6]; q[3] = M[3] - M[1];
+    } else if (which == 1) {
+        q[0] = M[7] - M[5]; q[1] = 1 + M[0] - M[4] - M[8]; q[2] = M[1] + M[3]; q[3] = M[2] + M[6];
+    } else if (which == 2) {
+        q[0] = M[2] - M[6]; q[1] = M[1] + M[3]; q[2] = 1 - M[0] + M[4] - M[8]; q[3] = M[5] + M[7];
+    } else {
+        q[0] = M[3] - M[1]; q[1] = M[2] + M[6]; q[2] = M[5] + M[7]; q[3] = 1 - M[0] - M[4] + M[8];
+    }
+    real_t n[4], inv;
+    NR(quat_normalize)(q, n, &inv);
+    const real_t s = n[0] < 0 ? (real_t)-1 : (real_t)1;
+    for (int k = 0; k < 4; ++k) q[k] = s * n[k];
+}
+
 /* Backward of v = R(q) m with respect to q, given gv; the formula of
  * quat_to_rotmat differentiated as written (the caller projects onto the
  * unit sphere through quat_normalize_vjp, which makes the result independent

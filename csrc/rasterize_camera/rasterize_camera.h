@@ -52,7 +52,7 @@ typedef struct nurec_rasterize_camera_params {
     int camera_model;        /* enum nurec_camera_model (sensors/camera_models.h) */
     const void* model_params; /* [C, NUREC_CAM_PARAMS] packed per camera, or NULL (pinhole) */
     int shutter;             /* enum nurec_shutter (sensors/rolling_shutter.h) */
-    const void* shutter_params; /* [C, NUREC_RS_PARAMS] packed per camera, or NULL (global) */
+    const void* viewmats_end; /* [C, 4, 4] world -> camera at the frame's end, or NULL (global) */
     void* taus;              /* [C, N] each item's own time: written by the forward projection, read by
                                 the backward's (rolling shutters; unused for global) */
     const void* backgrounds; /* [C, D] or NULL */

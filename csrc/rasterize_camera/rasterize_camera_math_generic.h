@@ -102,8 +102,9 @@ NUREC_HD void NR(rc_rolling_at)(NR(rc_camera)* c, const real_t* sp, real_t tau) 
  * so that both use one pose whatever the rounding). Global shutter: as is. */
 NUREC_HD void NR(rc_camera_at_time)(const nurec_rasterize_camera_params* p, int64_t c, int64_t it, const real_t m[3],
                                     int solve, NR(rc_camera)* cam) {
-    if (p->shutter == NUREC_SHUTTER_GLOBAL || !p->shutter_params) return;
-    const real_t* sp = (const real_t*)p->shutter_params + NUREC_RS_PARAMS * c;
+    if (p->shutter == NUREC_SHUTTER_GLOBAL || !p->viewmats_end) return;
+    real_t sp[NUREC_RS_PARAMS];
+    NR(rs_pack)((const real_t*)p->viewmats + 16 * c, (const real_t*)p->viewmats_end + 16 * c, sp);
     real_t* taus = (real_t*)p->taus;
     if (solve)
         taus[it] = NR(rc_rolling_tau)(cam, sp, p->shutter, m, (real_t)p->near_plane, (real_t)p->far_plane, p->width,

@@ -26,25 +26,24 @@ struct RcInputs : SplatGaussians {
     Tensor Ks;
     std::optional<Tensor> backgrounds;
     Tensor model_params;
-    Tensor shutter_params;
+    Tensor viewmats_end;
 };
 
-// SPEC 7: the shutter's code and its packed parameters per camera
-// [C, NUREC_RS_PARAMS] (nurec_ops/_rolling_shutter.py packs them).
-void rc_shutter(const char* op, RcInputs& in, int64_t shutter, const std::optional<Tensor>& shutter_params) {
+// SPEC 7: the shutter's code and the cameras' poses at the frame's end
+// [C, 4, 4] (the kernels pack each camera's two poses themselves).
+void rc_shutter(const char* op, RcInputs& in, int64_t shutter, const std::optional<Tensor>& viewmats_end) {
     NUREC_CHECK(shutter >= NUREC_SHUTTER_GLOBAL && shutter <= NUREC_SHUTTER_RIGHT_TO_LEFT, "nurec_ops.", op,
                 ": `shutter` must be 0..4 (global, top_to_bottom, bottom_to_top, left_to_right, right_to_left), "
                 "got ", shutter);
     in.p.shutter = (int)shutter;
-    in.p.shutter_params = nullptr;
+    in.p.viewmats_end = nullptr;
     if (shutter == NUREC_SHUTTER_GLOBAL) return;
-    NUREC_CHECK(shutter_params.has_value(), "nurec_ops.", op, ": `shutter_params` is needed for shutter ", shutter);
-    check_shape(op, "shutter_params", *shutter_params, {in.p.num_cameras, NUREC_RS_PARAMS},
-                "[C, 16] (C = viewmats.shape[0]; packed by nurec_ops._rolling_shutter)");
-    check_real(op, "shutter_params", *shutter_params, in.means, "means");
-    check_device(op, "shutter_params", *shutter_params, in.means, "means");
-    in.shutter_params = dense(*shutter_params);
-    in.p.shutter_params = in.shutter_params.data_ptr();
+    NUREC_CHECK(viewmats_end.has_value(), "nurec_ops.", op, ": `viewmats_end` is needed for shutter ", shutter);
+    check_shape(op, "viewmats_end", *viewmats_end, {in.p.num_cameras, 4, 4}, "[C, 4, 4] (C = viewmats.shape[0])");
+    check_real(op, "viewmats_end", *viewmats_end, in.means, "means");
+    check_device(op, "viewmats_end", *viewmats_end, in.means, "means");
+    in.viewmats_end = dense(*viewmats_end);
+    in.p.viewmats_end = in.viewmats_end.data_ptr();
 }
 
 // SPEC 6: the camera model's code and its packed parameters per camera
@@ -158,12 +157,12 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
                                          double far_plane, int64_t sh_degree, int64_t segments,
                                          int64_t segment_min, int64_t capacity, int64_t camera_model,
                                          std::optional<Tensor> model_params, int64_t shutter,
-                                         std::optional<Tensor> shutter_params) {
+                                         std::optional<Tensor> viewmats_end) {
     const char* op = "rasterize_camera";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
     rc_model(op, in, camera_model, model_params);
-    rc_shutter(op, in, shutter, shutter_params);
+    rc_shutter(op, in, shutter, viewmats_end);
     nurec_rasterize_camera_params& p = in.p;
     const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
     Tensor taus = empty_like_shape(in.means, {shutter != NUREC_SHUTTER_GLOBAL ? C : 0, N});
@@ -206,12 +205,12 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_cam
     Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
     Tensor seg_state, Tensor seg_last, int64_t width, int64_t height, double near_plane, double far_plane,
     int64_t sh_degree, int64_t segment_min, int64_t camera_model, std::optional<Tensor> model_params,
-    int64_t shutter, std::optional<Tensor> shutter_params, std::optional<Tensor> taus, bool absgrad) {
+    int64_t shutter, std::optional<Tensor> viewmats_end, std::optional<Tensor> taus, bool absgrad) {
     const char* op = "rasterize_camera_backward";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
     rc_model(op, in, camera_model, model_params);
-    rc_shutter(op, in, shutter, shutter_params);
+    rc_shutter(op, in, shutter, viewmats_end);
     Tensor taus_d;
     if (shutter != NUREC_SHUTTER_GLOBAL) {
         NUREC_CHECK(taus.has_value(), "nurec_ops.", op, ": `taus` (the forward's output) is needed for shutter ",
@@ -273,7 +272,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor features, Tensor viewmats, Tensor Ks, Tensor? backgrounds, int width, "
           "int height, float near, float far, int sh_degree, int segments, int segment_min, "
           "int capacity, int camera_model=0, Tensor? model_params=None, int shutter=0, "
-          "Tensor? shutter_params=None) -> (Tensor render, "
+          "Tensor? viewmats_end=None) -> (Tensor render, "
           "Tensor depth, Tensor alpha, Tensor records, Tensor counts, Tensor colors, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
           "Tensor seg_state, Tensor seg_last, Tensor taus)");
@@ -283,7 +282,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor colors, Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, "
           "Tensor status, Tensor seg_state, Tensor seg_last, int width, int height, float near, "
           "float far, int sh_degree, int segment_min, int camera_model=0, Tensor? model_params=None, "
-          "int shutter=0, Tensor? shutter_params=None, Tensor? taus=None, bool absgrad=False) -> (Tensor, Tensor, Tensor, "
+          "int shutter=0, Tensor? viewmats_end=None, Tensor? taus=None, bool absgrad=False) -> (Tensor, Tensor, Tensor, "
           "Tensor, Tensor, Tensor grad_records, Tensor grad_abs)");
 }
 

@@ -81,7 +81,7 @@ typedef struct nurec_rasterize_lidar_params {
     const void* column_azimuths;     /* [W] canonical: ascending, spanning < 2 pi (may exceed pi) */
     const int32_t* column_order;     /* [W] the user's column of each canonical column */
     /* SPEC 7's rolling shutter (the spin): NULL for a global shutter */
-    const void* shutter_params;      /* [C, NUREC_RS_PARAMS] packed start / end poses per sweep */
+    const void* viewmats_end;        /* [C, 4, 4] world -> lidar at the sweep's end */
     const void* column_times;        /* [W] canonical: each column's relative firing time */
     void* taus;                      /* [C, N] each item's own time (forward writes, backward reads) */
     const void* row_azimuth_offsets; /* [R] */

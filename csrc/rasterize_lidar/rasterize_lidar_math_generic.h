@@ -85,8 +85,9 @@ NUREC_HD real_t NR(rl_rolling_tau)(NR(rl_sensor)* S, const real_t* sp, const rea
  * written to taus[it] (the forward) or read from there (the backward). */
 NUREC_HD void NR(rl_sensor_at_time)(const nurec_rasterize_lidar_params* p, int64_t c, int64_t it, const real_t m[3],
                                     int solve, NR(rl_sensor)* S) {
-    if (!p->shutter_params) return;
-    const real_t* sp = (const real_t*)p->shutter_params + NUREC_RS_PARAMS * c;
+    if (!p->viewmats_end) return;
+    real_t sp[NUREC_RS_PARAMS];
+    NR(rs_pack)((const real_t*)p->viewmats + 16 * c, (const real_t*)p->viewmats_end + 16 * c, sp);
     real_t* taus = (real_t*)p->taus;
     if (solve)
         taus[it] = NR(rl_rolling_tau)(S, sp, (const real_t*)p->column_azimuths, (const real_t*)p->column_times,

@@ -104,26 +104,26 @@ void rl_check_grid(const char* op, const nurec_rasterize_lidar_params& p) {
                 op, ": too many rows, sweeps, feature channels or segments for one CUDA launch");
 }
 
-// SPEC 7 for a lidar: the packed start / end poses per sweep [C, 16] and the
-// canonical columns' firing times [W] (nurec_ops/rasterize_lidar.py), both
-// or neither. Keeps the dense tensors in `keep`.
+// SPEC 7 for a lidar: the poses at the sweeps' ends [C, 4, 4] (the kernels
+// pack each sweep's two poses themselves) and the canonical columns' firing
+// times [W] (nurec_ops/rasterize_lidar.py), both or neither. Keeps the dense
+// tensors in `keep`.
 void rl_shutter(const char* op, nurec_rasterize_lidar_params& p, const Tensor& means,
-                const std::optional<Tensor>& shutter_params, const std::optional<Tensor>& column_times,
+                const std::optional<Tensor>& viewmats_end, const std::optional<Tensor>& column_times,
                 Tensor keep[2]) {
-    p.shutter_params = nullptr;
+    p.viewmats_end = nullptr;
     p.column_times = nullptr;
-    if (!shutter_params.has_value()) return;
-    check_shape(op, "shutter_params", *shutter_params, {p.num_sweeps, NUREC_RS_PARAMS},
-                "[C, 16] (C = viewmats.shape[0]; packed by nurec_ops._rolling_shutter)");
-    check_real(op, "shutter_params", *shutter_params, means, "means");
-    check_device(op, "shutter_params", *shutter_params, means, "means");
-    NUREC_CHECK(column_times.has_value(), "nurec_ops.", op, ": `column_times` is needed with `shutter_params`");
+    if (!viewmats_end.has_value()) return;
+    check_shape(op, "viewmats_end", *viewmats_end, {p.num_sweeps, 4, 4}, "[C, 4, 4] (C = viewmats.shape[0])");
+    check_real(op, "viewmats_end", *viewmats_end, means, "means");
+    check_device(op, "viewmats_end", *viewmats_end, means, "means");
+    NUREC_CHECK(column_times.has_value(), "nurec_ops.", op, ": `column_times` is needed with `viewmats_end`");
     check_shape(op, "column_times", *column_times, {p.cols}, "[W] (W = column_azimuths.shape[0])");
     check_real(op, "column_times", *column_times, means, "means");
     check_device(op, "column_times", *column_times, means, "means");
-    keep[0] = dense(*shutter_params);
+    keep[0] = dense(*viewmats_end);
     keep[1] = dense(*column_times);
-    p.shutter_params = keep[0].data_ptr();
+    p.viewmats_end = keep[0].data_ptr();
     p.column_times = keep[1].data_ptr();
 }
 
@@ -132,15 +132,15 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
                     Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, Tensor column_order,
                     Tensor row_azimuth_offsets, double near_plane, double far_plane, double eps2d,
                     int64_t segments, int64_t segment_min, int64_t capacity,
-                    std::optional<Tensor> shutter_params, std::optional<Tensor> column_times) {
+                    std::optional<Tensor> viewmats_end, std::optional<Tensor> column_times) {
     const char* op = "rasterize_lidar";
     RlInputs in = rl_inputs(op, means, quats, scales, opacities, features, viewmats, row_elevations,
                             column_azimuths, column_order, row_azimuth_offsets, near_plane, far_plane, eps2d);
     nurec_rasterize_lidar_params& p = in.p;
     const int64_t C = p.num_sweeps, N = p.num_gaussians, D = p.channels, R = p.rows, W = p.cols;
     Tensor rs_keep[2];
-    rl_shutter(op, p, in.means, shutter_params, column_times, rs_keep);
-    Tensor taus = empty_like_shape(in.means, {p.shutter_params ? C : 0, N});
+    rl_shutter(op, p, in.means, viewmats_end, column_times, rs_keep);
+    Tensor taus = empty_like_shape(in.means, {p.viewmats_end ? C : 0, N});
     p.taus = taus.data_ptr();
     splat_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
     if (!in.means.is_cpu()) rl_check_grid(op, p);
@@ -174,7 +174,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lid
     Tensor column_azimuths, Tensor column_order, Tensor row_azimuth_offsets, Tensor records, Tensor counts,
     Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
     Tensor seg_state, Tensor seg_last, double near_plane, double far_plane, double eps2d,
-    int64_t segment_min, std::optional<Tensor> shutter_params, std::optional<Tensor> column_times,
+    int64_t segment_min, std::optional<Tensor> viewmats_end, std::optional<Tensor> column_times,
     std::optional<Tensor> taus, bool absgrad) {
     const char* op = "rasterize_lidar_backward";
     RlInputs in = rl_inputs(op, means, quats, scales, opacities, features, viewmats, row_elevations,
@@ -182,10 +182,10 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lid
     nurec_rasterize_lidar_params& p = in.p;
     const int64_t C = p.num_sweeps, N = p.num_gaussians, D = p.channels, R = p.rows, W = p.cols;
     Tensor rs_keep[2], taus_d;
-    rl_shutter(op, p, in.means, shutter_params, column_times, rs_keep);
-    if (p.shutter_params) {
+    rl_shutter(op, p, in.means, viewmats_end, column_times, rs_keep);
+    if (p.viewmats_end) {
         NUREC_CHECK(taus.has_value(), "nurec_ops.", op, ": `taus` (the forward's output) is needed with "
-                    "`shutter_params`");
+                    "`viewmats_end`");
         check_shape(op, "taus", *taus, {C, N}, "[C, N] (the forward's taus)");
         check_real(op, "taus", *taus, means, "means");
         check_device(op, "taus", *taus, means, "means");
@@ -230,7 +230,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
     m.def("rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, "
           "Tensor features, Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, "
           "Tensor column_order, Tensor row_azimuth_offsets, float near, float far, float eps2d, int segments, "
-          "int segment_min, int capacity, Tensor? shutter_params=None, Tensor? column_times=None) -> "
+          "int segment_min, int capacity, Tensor? viewmats_end=None, Tensor? column_times=None) -> "
           "(Tensor features_out, Tensor range, Tensor alpha, Tensor records, Tensor counts, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
           "Tensor seg_state, Tensor seg_last, Tensor taus)");
@@ -239,7 +239,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, Tensor column_order, "
           "Tensor row_azimuth_offsets, Tensor records, Tensor counts, Tensor isect_items, "
           "Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, Tensor seg_state, "
-          "Tensor seg_last, float near, float far, float eps2d, int segment_min, Tensor? shutter_params=None, "
+          "Tensor seg_last, float near, float far, float eps2d, int segment_min, Tensor? viewmats_end=None, "
           "Tensor? column_times=None, Tensor? taus=None, bool absgrad=False) "
           "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor grad_records, Tensor grad_abs)");
 }

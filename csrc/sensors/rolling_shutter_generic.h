@@ -1,6 +1,25 @@
 /* Generic over real_t (see math/generic.h). SPEC 7's sensor pose at
  * relative time tau and a camera pixel's relative time. Needs math/quat.h. */
 
+/* The packed poses sp (rolling_shutter.h) of a sensor whose world -> sensor
+ * matrices at the start and the end are V0 and V1 ([4, 4] row-major), as
+ * nurec_ops/_rolling_shutter.py's pack_poses (the reference's) computes
+ * them. */
+NUREC_HD void NR(rs_pack)(const real_t V0[16], const real_t V1[16], real_t sp[NUREC_RS_PARAMS]) {
+    for (int k = 0; k < 2; ++k) {
+        const real_t* V = k ? V1 : V0;
+        real_t Rw[9]; /* sensor -> world: the transpose of V's rotation */
+        for (int i = 0; i < 3; ++i)
+            for (int j = 0; j < 3; ++j) Rw[3 * i + j] = V[4 * j + i];
+        NR(rotmat_to_quat)(Rw, sp + 4 * k);
+        for (int i = 0; i < 3; ++i) /* the centre, -R^T t */
+            sp[8 + 3 * k + i] = -(Rw[3 * i] * V[3] + Rw[3 * i + 1] * V[7] + Rw[3 * i + 2] * V[11]);
+    }
+    if (sp[0] * sp[4] + sp[1] * sp[5] + sp[2] * sp[6] + sp[3] * sp[7] < 0) /* the end in the start's hemisphere */
+        for (int i = 4; i < 8; ++i) sp[i] = -sp[i];
+    sp[14] = sp[15] = 0;
+}
+
 /* World -> sensor rotation R (row-major) and translation t at tau, from the
  * packed parameters sp (rolling_shutter.h). */
 NUREC_HD void NR(rs_pose_at)(const real_t* sp, real_t tau, real_t R[9], real_t t[3]) {
