@@ -33,7 +33,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import nurec_ops  # noqa: E402
 from scenes import make_street_scene, street_lidar  # noqa: E402
-from timing import graph_ms, table  # noqa: E402
+from timing import graph_ms, kernel_breakdown, table  # noqa: E402
 
 RIG = "gsplat/test_pinhole_camera_params.json"
 ACTORS, PER_ACTOR = 64, 8_000
@@ -170,7 +170,7 @@ def profile_shares(step, device):
     return {k: v / total for k, v in sorted(ours.items(), key=lambda kv: -kv[1])}, kernels
 
 
-def measure(device, dtype, N, cameras, scale, steps, graph=False, with_gsplat=False):
+def measure(device, dtype, N, cameras, scale, steps, graph=False, with_gsplat=False, kernels=False):
     params, D = build(device, dtype, N, cameras, scale)
     opt = torch.optim.Adam(list(params.values()), lr=1e-3, capturable=graph and device.type == "cuda")
     if device.type == "cuda":
@@ -189,8 +189,13 @@ def measure(device, dtype, N, cameras, scale, steps, graph=False, with_gsplat=Fa
             caps += list(pol.capacity.values())
         cap = 2 * max(caps) if caps else 64 * row["N"]
         row["graph_ms"] = graph_ms(step_fn(params, D, opt, capacity=cap), steps)
+        row["graph_capacity"] = cap
+    if kernels and device.type == "cuda":
+        row["kernels_ours"] = kernel_breakdown(step, calls=3, warmup=1)
     if with_gsplat:
         row["gsplat_ms"] = timed(step_fn(params, D, opt, camera_op="gsplat"), device, steps)
+        if kernels:
+            row["kernels_gsplat"] = kernel_breakdown(step_fn(params, D, opt, camera_op="gsplat"), calls=3, warmup=1)
     return row
 
 
@@ -203,23 +208,31 @@ def main():
     ap.add_argument("--graph", action="store_true")
     ap.add_argument("--gsplat", action="store_true")
     ap.add_argument("--sweep", action="store_true")
+    ap.add_argument("--kernels", action="store_true", help="the step's 15 costliest kernels (ours, and gsplat's)")
+    ap.add_argument("--plot", default=os.path.join(ROOT, "docs", "rig_step_sweep.png"), help="the sweep's plot")
     ap.add_argument("--smoke", action="store_true", help="tiny CPU run (20k Gaussians, 1/20 images, 2 steps)")
     a = ap.parse_args()
     device = torch.device("cpu" if a.smoke else "cuda")
     if a.smoke:
         a.gaussians, a.scale, a.steps = 2e4, 0.05, 2
-    r = measure(device, torch.float32, int(a.gaussians), a.cameras, a.scale, a.steps, a.graph, a.gsplat)
+    r = measure(device, torch.float32, int(a.gaussians), a.cameras, a.scale, a.steps, a.graph, a.gsplat, a.kernels)
     print(table([[r["N"], r["cameras"], r["scale"], f"{r['eager_ms']:.2f}",
                   f"{r.get('graph_ms', float('nan')):.2f}", r["syncs"], r["kernels"], f"{r['peak_mb']:.0f}",
                   f"{r['gsplat_ms'] / r['eager_ms']:.2f}x" if "gsplat_ms" in r else "-"]],
                 ["Gaussians", "cameras", "resolution", "step ms", "graph ms", "syncs", "kernels", "peak MB",
                  "gsplat cameras / ours"]))
     print("device-time shares: " + ", ".join(f"{k.split('::')[1]} {100 * v:.1f}%" for k, v in r["shares"].items()))
+    if "graph_capacity" in r:
+        print(f"graph: capacity {r['graph_capacity']} intersections per op (2x the largest seen)")
+    for who in ("ours", "gsplat"):
+        if f"kernels_{who}" in r:
+            print(f"the step's costliest kernels ({who} cameras):")
+            print(table(r[f"kernels_{who}"], ["kernel", "launches", "median us", "us per step"]))
     if a.sweep:
-        sweep(device, a.steps)
+        sweep(device, a.steps, a.plot)
 
 
-def sweep(device, steps):
+def sweep(device, steps, plot):
     rows, pts = [], []
     for N in (0.25e6, 0.5e6, 1e6, 2e6, 4e6, 8e6):
         r = measure(device, torch.float32, int(N), 5, 1.0, steps)
@@ -248,8 +261,8 @@ def sweep(device, steps):
             if what == "N":
                 ax.set_xscale("log")
         fig.tight_layout()
-        os.makedirs(os.path.join(ROOT, "docs"), exist_ok=True)
-        fig.savefig(os.path.join(ROOT, "docs", "rig_step_sweep.png"), dpi=120)
+        os.makedirs(os.path.dirname(plot) or ".", exist_ok=True)
+        fig.savefig(plot, dpi=120)
     except ImportError:
         print("matplotlib missing: no plot")
 

@@ -4,8 +4,10 @@ street lidar, global against rolling (a car at 15 m/s: 30 ms camera readout,
 0.1 s lidar sweep), and gsplat 1.5.3's 3DGUT camera with its rolling
 shutter (``rolling_shutter=ROLLING_TOP_TO_BOTTOM, viewmats_rs=...``), in
 one process, interleaved round by round (means of back-to-back calls between
-two CUDA events), medians. gsplat 1.5.3 has no lidar: the issue's measured
-6.94 ms for its newer lidar with rolling shutter is the peer figure.
+two CUDA events), medians; and per fwd+bwd the sum of its kernels' durations
+(torch.profiler) and its host time, which show a host-bound call. gsplat
+1.5.3 has no lidar: the issue's measured 6.94 ms for its newer lidar with
+rolling shutter is the peer figure.
 
     python3 benchmarks/bench_rolling_shutter.py [--rounds 5] [--calls 10]
 """
@@ -24,7 +26,7 @@ import nurec_ops  # noqa: E402
 from bench_camera_models import calibration  # noqa: E402
 from bench_rasterize_camera import street  # noqa: E402
 from bench_rasterize_lidar import street_lidar_scene  # noqa: E402
-from timing import autograd_step, back_to_back_us, table  # noqa: E402
+from timing import autograd_step, back_to_back_us, host_us, kernel_breakdown, kernel_profile, table  # noqa: E402
 
 KEYS = ("means", "quats", "scales", "opacities", "features")
 GSPLAT_LIDAR_RS_MS = 6.94  # the issue's H200 figure, 128 x 3600 with rolling shutter, fwd+bwd
@@ -44,6 +46,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--kernels", action="store_true", help="the lidar's kernels, global and rolling (f+b)")
     a = ap.parse_args()
     cam = street("cuda", torch.float32)
     Lc = {k: cam[k].detach().clone().requires_grad_(True) for k in KEYS}
@@ -95,6 +98,9 @@ def main():
             t[k][0].append(back_to_back_us(fw, calls=a.calls, warmup=2) / 1e3)
             t[k][1].append(back_to_back_us(fb, calls=a.calls, warmup=2) / 1e3)
     med = {k: (statistics.median(v[0]), statistics.median(v[1])) for k, v in t.items()}
+    # where a back-to-back mean is host-bound, the kernels' sum is below it: both shown
+    dev = {k: kernel_profile(fb, calls=5, warmup=2)[1] / 1e3 for k, (_, fb) in steps.items()}
+    host = {k: host_us(fb, calls=a.calls, warmup=2) / 1e3 for k, (_, fb) in steps.items()}
     rows = []
     for k, (fw, fb) in med.items():
         base = "camera pinhole, global" if k.startswith("camera") else "lidar 128x3600, global"
@@ -105,8 +111,13 @@ def main():
             peer = f"{GSPLAT_LIDAR_RS_MS / fb:.2f}x (vs {GSPLAT_LIDAR_RS_MS} ms)"
         else:
             peer = "-"
-        rows.append([k, f"{fw:.3f}", f"{fb:.3f}", vs, peer])
-    print(table(rows, ["renderer", "fwd ms", "fwd+bwd ms", "f+b / our global", "gsplat rolling / ours (f+b)"]))
+        rows.append([k, f"{fw:.3f}", f"{fb:.3f}", f"{dev[k]:.3f}", f"{host[k]:.3f}", vs, peer])
+    print(table(rows, ["renderer", "fwd ms", "fwd+bwd ms", "f+b kernels ms", "f+b host ms", "f+b / our global",
+                       "gsplat rolling / ours (f+b)"]))
+    if a.kernels:
+        for k in ("lidar 128x3600, global", "lidar 128x3600, rolling"):
+            print(f"{k}, fwd+bwd kernels:")
+            print(table(kernel_breakdown(steps[k][1], calls=5), ["kernel", "launches", "median us", "us per call"]))
 
 
 if __name__ == "__main__":

@@ -82,7 +82,11 @@ NUREC_HD real_t NR(rc_rolling_tau)(NR(rc_camera)* c, const real_t* sp, int shutt
     NR(rc_camera_pose)(c, R, t);
     int ok = NR(rc_mean_pixel)(c, m, near_plane, far_plane, &u, &v);
     for (int k = 0; k < NUREC_RS_STEPS; ++k) {
-        if (ok) tau = NR(rs_tau_of_pixel)(shutter, u, v, width, height);
+        const real_t next = ok ? NR(rs_tau_of_pixel)(shutter, u, v, width, height) : tau;
+        /* a fixed point: the camera is at its pose and every later step would
+           repeat it, so stopping gives the SPEC's 10 steps' result exactly */
+        if (next == tau) break;
+        tau = next;
         NR(rs_pose_at)(sp, tau, R, t);
         NR(rc_camera_pose)(c, R, t);
         if (k + 1 < NUREC_RS_STEPS) ok = NR(rc_mean_pixel)(c, m, near_plane, far_plane, &u, &v);

@@ -74,7 +74,9 @@ NUREC_HD real_t NR(rl_rolling_tau)(NR(rl_sensor)* S, const real_t* sp, const rea
     NR(rs_pose_at)(sp, 0, S->R, S->t);
     int ok = NR(rl_mean_azimuth)(S, m, near_plane, far_plane, &az);
     for (int k = 0; k < NUREC_RS_STEPS; ++k) {
-        if (ok) tau = col_times[NR(rl_nearest_column)(col_az, W, az)];
+        const real_t next = ok ? col_times[NR(rl_nearest_column)(col_az, W, az)] : tau;
+        if (next == tau) break; /* a fixed point: later steps repeat it (as the camera's) */
+        tau = next;
         NR(rs_pose_at)(sp, tau, S->R, S->t);
         if (k + 1 < NUREC_RS_STEPS) ok = NR(rl_mean_azimuth)(S, m, near_plane, far_plane, &az);
     }
