@@ -167,7 +167,10 @@ def rolling_args(op, viewmats, viewmats_end, column_azimuths, col_order, column_
         Ck.shape(op, "column_times", column_times, (W,), "[W] (W = column_azimuths.shape[0])")
         Ck.real(op, "column_times", column_times, viewmats, "viewmats")
         Ck.device(op, "column_times", column_times, viewmats, "viewmats")
-    return (end, column_times.detach().index_select(0, col_order.long()).contiguous())
+    from ._cache import cached
+
+    return (end, cached("canonical_column_times", (column_times, col_order),
+                        lambda t, o: t.detach().index_select(0, o.long()).contiguous()))
 
 
 def _cached_times(column_azimuths):

@@ -250,6 +250,21 @@ def test_lidar_parity_wrapped_table(device):
     tl.check_parity(s, device, torch.float64)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_lidar_parity_uneven_table(device):
+    """Columns bunched unevenly (gaps from 1e-4 to ~5 times the mean): the
+    kernels' nearest-column search starts from an even table's guess, so
+    here it walks and falls back to bisection; the own times must still be
+    the reference's."""
+    s = tl.random_scene(N=150, C=2, D=1)
+    W = s["column_azimuths"].shape[0]
+    gaps = torch.rand(W, dtype=torch.float64) ** 4 + 1e-4
+    az = torch.cumsum(gaps, 0) - gaps[0]
+    s["column_azimuths"] = az / az[-1] * (2 * math.pi * (W - 1) / W) - math.pi
+    s["viewmats_end"] = lidar_end(s["viewmats"])
+    tl.check_parity(s, device, torch.float64)
+
+
 def test_lidar_default_column_times():
     from nurec_ops.rasterize_lidar import default_column_times
     az = torch.linspace(0.56, 0.56 - 2 * math.pi * 0.99, 100, dtype=torch.float64)  # clockwise, wraps

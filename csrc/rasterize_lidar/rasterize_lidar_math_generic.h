@@ -54,7 +54,25 @@ NUREC_HD int NR(rl_nearest_column)(const real_t* col_az, int W, real_t a) {
     const real_t a0 = col_az[0];
     real_t x = a - a0;
     x = x - (real_t)NUREC_RL_TWO_PI * R_FLOOR(x / (real_t)NUREC_RL_TWO_PI) + a0; /* in [a0, a0 + 2 pi) */
-    while (lo < hi) { /* the last column at or below x */
+    /* the last column at or below x (column 0 is, unless x is NaN): from the
+     * guess of an evenly spaced table (real tables are nearly even: one or
+     * two reads, where a binary search's 12 dependent ones were most of the
+     * rolling fixed point's cost), walked up or down at most 4 columns, then
+     * a binary search in what is left, so any ascending table is exact */
+    const real_t span = col_az[W - 1] - a0;
+    real_t f = span > 0 ? (x - a0) / span * (real_t)(W - 1) : (real_t)0;
+    f = f >= 0 ? (f < (real_t)(W - 1) ? f : (real_t)(W - 1)) : (real_t)0; /* NaN: 0 */
+    int j = (int)f;
+    if (col_az[j] <= x) {
+        int k = 0;
+        while (k < 4 && j + 1 < W && col_az[j + 1] <= x) { ++j; ++k; }
+        lo = j; hi = k == 4 ? W - 1 : j;
+    } else {
+        int k = 0;
+        while (k < 4 && j > 0 && col_az[j] > x) { --j; ++k; }
+        lo = col_az[j] <= x ? j : 0; hi = col_az[j] <= x ? j : j - 1;
+    }
+    while (lo < hi) { /* col_az[lo] <= x (or lo = 0) */
         const int mid = (lo + hi + 1) / 2;
         if (col_az[mid] <= x) lo = mid; else hi = mid - 1;
     }
