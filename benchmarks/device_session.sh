@@ -5,8 +5,9 @@
 # (pip install --no-build-isolation -e ., its own compilers), never carried.
 #
 #   bash benchmarks/device_session.sh [all|quick|bench|train]
-#     quick: build, bad-input suite, GPU tests, sanitizers on the changed
-#     kernels' tests; bench: vs_gsplat (carry .whl and .gsplat_chunks) and the
+#     quick: build, bad-input suite, GPU tests, sanitizers on the tests
+#     marked sanitize (SAN_FILES=... narrows the files, SAN_K=... selects
+#     by -k instead); bench: vs_gsplat (carry .whl and .gsplat_chunks) and the
 #     lidar benchmark; all (default): both; train: the training step.
 #     rig: benchmarks/bench_rig_step.py (RIG_SWEEP=1: and its sweep).
 #     TRAINERS=1 (any mode): also gsplat's trainers loop with gsplat and
@@ -36,12 +37,21 @@ if [ "$MODE" = all ] || [ "$MODE" = quick ]; then
     timeout ${GPU_TESTS_TIMEOUT:-330} python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider tests \
         > "$OUT/gpu_tests_full.log" 2>&1
     grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/gpu_tests_full.log" | tail -20
-    step "compute-sanitizer memcheck / racecheck (${SAN_K:-the tests of the changed kernels})"
-    SMALL=${SAN_FILES:-"tests/test_rasterize_camera.py tests/test_rasterize_lidar.py tests/test_real_inputs.py tests/test_fuzz.py"}
+    # the small GPU cases marked `sanitize` (pyproject.toml's markers) by
+    # default; SAN_FILES narrows the files; SAN_K selects by -k instead (in
+    # SAN_FILES, or the rasterizers', real inputs' and fuzz files as before)
+    if [ -n "${SAN_K:-}" ]; then
+        SEL=(-m gpu -k "$SAN_K")
+        SMALL=${SAN_FILES:-"tests/test_rasterize_camera.py tests/test_rasterize_lidar.py tests/test_real_inputs.py tests/test_fuzz.py"}
+    else
+        SEL=(-m "gpu and sanitize")
+        SMALL=${SAN_FILES:-tests}
+    fi
+    step "compute-sanitizer memcheck / racecheck (${SAN_K:-the tests marked sanitize} in $SMALL)"
     for tool in memcheck racecheck; do
         echo "-- $tool"
-        timeout ${SANITIZER_TIMEOUT:-150} compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q -m gpu \
-            -p no:cacheprovider $SMALL -k "${SAN_K:-(parity or fuzz or table) and not big and not full}" 2>&1 | tail -3
+        timeout ${SANITIZER_TIMEOUT:-150} compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q \
+            "${SEL[@]}" -p no:cacheprovider $SMALL 2>&1 | tail -3
     done | tee "$OUT/sanitizers.log"
 fi
 

@@ -17,6 +17,7 @@ import importlib
 
 import test_rasterize_camera as tc
 from conftest import DEVICES, assert_close, gpu
+from op_cases import meta_formula
 
 ref_camera = importlib.import_module("nurec_ops.reference.rasterize_camera")
 
@@ -49,18 +50,6 @@ def test_meta_values(device):
     assert torch.equal(kept, out[4] > 0)
 
 
-def _meta_formula(rec, counts, cell):
-    """SPEC 8's radii by tensor ops (float64): ceil of the half-extents of
-    the binning's box, sqrt(thr C / det) and sqrt(thr A / det), in cells; 0
-    for a dropped item."""
-    r = rec.double()
-    A, B, Cc, thr = r[..., 2], r[..., 3], r[..., 4], r[..., 7]
-    det = A * Cc - B * B
-    ext = torch.sqrt((torch.stack((thr * Cc, thr * A), -1) / det[..., None]).clamp_min(0)) / cell.double()
-    radii = torch.where((counts > 0)[..., None], torch.ceil(ext), torch.zeros_like(ext))
-    return rec[..., :2], radii.clamp(max=2 ** 31 - 1).to(torch.int32), rec[..., 6]
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("tensor_cell", [False, True])
@@ -82,7 +71,7 @@ def test_splat_meta_op(device, dtype, tensor_cell):
     rec, counts, cellt = rec.to(device, dtype), counts.to(device), cell.to(device, dtype)
     args = (rec, counts, cellt, 1.0, 1.0) if tensor_cell else (rec, counts, None, 1.0, 1.0)
     m2d, radii, depths = torch.ops.nurec_ops.splat_meta(*args)
-    em, er, ed = _meta_formula(rec, counts, cellt)
+    em, er, ed = meta_formula(rec, counts, cellt)
     assert torch.equal(m2d, em) and torch.equal(depths, ed)
     assert radii.dtype == torch.int32 and radii[0, 0, 0] == 2 ** 31 - 1
     close = (radii - er).abs() <= 1  # float32 rounding may move a ceil by one

@@ -1,17 +1,18 @@
 """rasterize_camera (SPEC section 3): parity of the fused op (C CPU and CUDA)
-with the dense pure-PyTorch reference, forward and backward; edge
-Gaussians; gradcheck; CUDA vs CPU at moderate size; no host sync; CUDA
-graphs; the binning overflow policy; opcheck; torch.compile; errors."""
+with the dense pure-PyTorch reference, forward and backward, on scenes of
+several kinds (channels, SH, backgrounds, edge Gaussians, ranks per image,
+long lists cut into parts); gradcheck; CUDA vs CPU at moderate size;
+errors. The behaviours every op shares (opcheck, torch.compile, both
+autograd paths, no host sync, CUDA graphs, the binning overflow policy,
+poisoned memory) are tests/test_op_registry.py's, over the camera rows of
+tests/op_cases.py."""
 import math
-import warnings
 
 import pytest
 import torch
 
 import nurec_ops
 from nurec_ops import reference as ref
-from nurec_ops.rasterize_camera import _POLICY, check_overflow
-
 from conftest import DEVICES, DTYPES, assert_close, gpu, poison_allocator, random_quats
 
 OPS = torch.ops.nurec_ops
@@ -186,6 +187,7 @@ CASES = [
 ]
 
 
+@pytest.mark.sanitize
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kind,bg", CASES)
@@ -193,6 +195,7 @@ def test_parity_random(device, dtype, kind, bg):
     check_parity(random_scene(N=200, C=3, **kind), device, dtype, bg=bg)
 
 
+@pytest.mark.sanitize
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_parity_edge_gaussians(device, dtype):
@@ -225,6 +228,7 @@ def uses_ranks_per_image(C, N, W, H):
     return C > 1 and cost(per_image + tile) < cost(per_all + tile)
 
 
+@pytest.mark.sanitize
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_parity_ranks_per_image(device, dtype):
@@ -346,35 +350,7 @@ def test_mixed_devices():
         run(nurec_ops.rasterize_camera, s)
 
 
-# ------------------------------------------------------- opcheck / compile
-
-def _op_args(device, dtype=torch.float64, sh=None):
-    s = to(random_scene(N=30, C=2, W=20, H=18, sh=sh), device, dtype, bg=True)
-    cap = 1 << 14
-    return (s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["Ks"],
-            s["backgrounds"], 20, 18, 0.01, 1e10, -1 if sh is None else sh, 4, 2, cap)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("sh", [None, 2])
-def test_opcheck(device, sh):
-    torch.library.opcheck(OPS.rasterize_camera_fwd, _op_args(device, sh=sh))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_compile_fullgraph(device):
-    # float64: gradients are sums of atomic adds in no fixed order, which in
-    # float32 differ run to run by more than a strict tolerance; in float64
-    # the order does not show and the comparison stays strict.
-    s = to(random_scene(N=60, C=2, W=24, H=20), device, torch.float64, bg=True)
-
-    def f(m, q, sc, o, feat, V, K, bg):
-        r, d, a = nurec_ops.rasterize_camera(m, q, sc, o, feat, V, K, 24, 20, backgrounds=bg, capacity=1 << 15)
-        return (r.sum() + 0.1 * d.sum() + a.sum())
-
-    check_compiled(f, [s[k] for k in ("means", "quats", "scales", "opacities", "features", "viewmats", "Ks",
-                                      "backgrounds")], n_grad=5)
-
+# ----------------------------------------------------------- compile helper
 
 def check_compiled(f, args, n_grad):
     """torch.compile(f, fullgraph=True) equals eager f: the value and the
@@ -422,107 +398,6 @@ def test_cuda_vs_cpu_large():
             assert err < (1e-9 if dtype == torch.float64 else 2e-3 * f), (k, err.item())
 
 
-def _gpu_scene(dtype=torch.float32, N=3000, W=96, H=64, C=2):
-    scene = random_scene(N=N, C=C, W=W, H=H)
-    return to(scene, "cuda", dtype, bg=True)
-
-
-@gpu
-def test_cuda_no_host_sync():
-    s = _gpu_scene()
-    for _ in range(3):  # warm-up: capacity reports arrive, allocator primed
-        out = run(nurec_ops.rasterize_camera, s)
-        grads(out, s, [torch.ones_like(o) for o in out])
-        torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        for _ in range(2):
-            out = run(nurec_ops.rasterize_camera, s)
-            g = grads(out, s, [torch.ones_like(o) for o in out])
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
-    torch.cuda.synchronize()
-    assert all(torch.isfinite(o).all() for o in out)
-    assert all(torch.isfinite(v).all() for v in g.values())
-
-
-@gpu
-def test_cuda_graph_capture_replay():
-    s = _gpu_scene(torch.float64)  # float64: see test_compile_fullgraph
-    static = {k: (v.detach().clone().requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) else v)
-              for k, v in s.items()}
-    cot = [torch.randn(2, 64, 96, 3, device="cuda", dtype=torch.float64), torch.randn(2, 64, 96, 1, device="cuda", dtype=torch.float64),
-           torch.randn(2, 64, 96, 1, device="cuda", dtype=torch.float64)]
-
-    def step(x):
-        out = run(lambda *a, **k: nurec_ops.rasterize_camera(*a, **k, capacity=1 << 18), x)
-        return out, grads(out, x, cot)
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            step(static)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        gout, ggrads = step(static)
-    for trial in range(2):
-        new = _gpu_scene(torch.float64)
-        with torch.no_grad():
-            for k, v in new.items():
-                if isinstance(v, torch.Tensor):
-                    static[k].copy_(v)
-        graph.replay()
-        eout, egrads = step(new)
-        for a, b in zip(gout, eout):
-            torch.testing.assert_close(a, b)
-        for k in egrads:
-            torch.testing.assert_close(ggrads[k], egrads[k], rtol=1e-4, atol=1e-4)
-
-
-@gpu
-def test_cuda_overflow_policy():
-    s = _gpu_scene()
-    good = [o.detach() for o in run(nurec_ops.rasterize_camera, dict(s, binning="exact"))]
-    # a fixed capacity that is too small: NaN outputs, zero gradients, never a wrong image
-    out = run(nurec_ops.rasterize_camera, dict(s, capacity=100))
-    assert all(torch.isnan(o).all() for o in out)
-    g = grads(out, s, [torch.ones_like(o) for o in out])
-    assert all((v == 0).all() for v in g.values())
-    # the automatic policy: force a tiny capacity, the call overflows, the next one warns and grows
-    key = (2, 96, 64)
-    k = _POLICY._key(torch.device("cuda"), key)
-    _POLICY.poll()
-    _POLICY.capacity[k] = 1000
-    out = run(nurec_ops.rasterize_camera, s)
-    assert torch.isnan(out[0]).all()
-    torch.cuda.synchronize()  # the report has arrived (the policy itself never waits)
-    with pytest.warns(RuntimeWarning, match="needed .* intersections but its binning capacity was 1000"):
-        out = run(nurec_ops.rasterize_camera, s)
-    assert _POLICY.capacity[k] > 1000
-    for a, b in zip(out, good):
-        torch.testing.assert_close(a, b)
-    # on_overflow="raise"
-    torch.cuda.synchronize()
-    check_overflow()  # reads the last report (which would grow the capacity back)
-    _POLICY.capacity[k] = 1000
-    run(nurec_ops.rasterize_camera, s)
-    torch.cuda.synchronize()
-    with pytest.raises(RuntimeError, match="binning capacity was 1000"):
-        run(nurec_ops.rasterize_camera, dict(s, on_overflow="raise"))
-    # exact mode: one sync, re-run on overflow, always right
-    torch.cuda.synchronize()
-    _POLICY.poll()
-    _POLICY.capacity[k] = 1000
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        out = run(nurec_ops.rasterize_camera, dict(s, binning="exact"))
-    for a, b in zip(out, good):
-        torch.testing.assert_close(a, b)
-    _POLICY.poll()
-
-
 @gpu
 def test_cuda_grid_limits_name_the_argument():
     """Sizes past one CUDA launch's grid are refused with the argument named
@@ -563,6 +438,7 @@ def _camera_module():
     return sys.modules["nurec_ops.rasterize_camera"]  # the package's attribute is the function
 
 
+@pytest.mark.sanitize
 @gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("segments,segment_min", [(2, 1), (4, 3), (8, 8), (64, 1)])

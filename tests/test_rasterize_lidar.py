@@ -3,11 +3,12 @@ with the dense pure-PyTorch reference, forward and backward, on small
 sensors cut from the real 128 x 3600 calibration (uneven rows, row azimuth
 offsets, azimuths past -pi); edge Gaussians (seam, poles, near, far,
 elongated, cut-off); tiling independence; a reference-free geometric check;
-gradcheck; CUDA vs CPU on the full sensor; no host sync; CUDA graphs; the
-binning overflow policy; opcheck; torch.compile; errors."""
+gradcheck; CUDA vs CPU on the full sensor; errors. The behaviours every op
+shares (opcheck, torch.compile, both autograd paths, no host sync, CUDA
+graphs, the binning overflow policy, poisoned memory) are
+tests/test_op_registry.py's, over the lidar rows of tests/op_cases.py."""
 import math
 import sys
-import warnings
 
 import pytest
 import torch
@@ -16,7 +17,7 @@ import nurec_ops
 from nurec_ops import reference as ref
 from nurec_ops.lidar_model import load_lidar_model, reduce_lidar_model, synthetic_lidar_model
 from nurec_ops._lidar_table import sensor_op_args
-from nurec_ops.rasterize_lidar import _POLICY, check_overflow, default_eps2d
+from nurec_ops.rasterize_lidar import default_eps2d
 
 from conftest import DEVICES, DTYPES, assert_close, gpu, poison_allocator, quat_mul, random_quats
 import shared_data
@@ -192,6 +193,7 @@ def check_parity(scene, device, dtype, factor=1.0):
 
 # ------------------------------------------------------------ parity tests
 
+@pytest.mark.sanitize
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("D", [1, 2, 5])
@@ -199,6 +201,7 @@ def test_parity_random(device, dtype, D):
     check_parity(random_scene(N=150, C=2, D=D), device, dtype)
 
 
+@pytest.mark.sanitize
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_parity_edge_gaussians(device, dtype):
@@ -209,6 +212,7 @@ def test_parity_edge_gaussians(device, dtype):
     check_parity(scene, device, dtype)
 
 
+@pytest.mark.sanitize
 @pytest.mark.parametrize("device", DEVICES)
 def test_parity_other_sizes(device):
     # partial tiles in both directions, more sweeps, the real sensor's top rows
@@ -467,8 +471,7 @@ def test_mixed_devices():
         run(nurec_ops.rasterize_lidar, s)
 
 
-# ------------------------------------------------------- opcheck / compile
-
+@pytest.mark.sanitize
 @pytest.mark.parametrize("device", DEVICES)
 def test_parity_rectangles_past_64_cells(device):
     """Every row of the real sensor (128 rows, 2 tile columns) and Gaussians
@@ -488,39 +491,6 @@ def fwd_op_args(s, segments, segment_min, capacity):
     W = s["column_azimuths"].shape[0]
     return (*[s[k] for k in GRAD_KEYS], s["viewmats"], *sensor_op_args(*[s[k] for k in SENSOR_KEYS]),
             s.get("near", 0.5), s.get("far", 200.0), default_eps2d(W), segments, segment_min, capacity)
-
-
-def _op_args(device, dtype=torch.float64):
-    s = to(random_scene(N=30, C=2, D=2, row_step=16, col_step=30), device, dtype)
-    return fwd_op_args(s, 4, 2, 1 << 14)
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_opcheck(device):
-    torch.library.opcheck(OPS.rasterize_lidar_fwd, _op_args(device))
-
-
-@pytest.mark.parametrize("device", DEVICES)
-def test_compile_fullgraph(device):
-    # float64: gradients are sums of atomic adds in no fixed order, which in
-    # float32 differ run to run by more than a strict tolerance; in float64
-    # the order does not show and the comparison stays strict.
-    s = to(random_scene(N=60, C=2, D=2, row_step=16, col_step=30), device, torch.float64)
-    sens = [s[k] for k in SENSOR_KEYS]
-
-    def f(m, q, sc, o, feat, V):
-        x, r, a = nurec_ops.rasterize_lidar(m, q, sc, o, feat, V, *sens, capacity=1 << 15)
-        return x.sum() + 0.1 * r.sum() + a.sum()
-
-    args = [s[k] for k in GRAD_KEYS + ("viewmats",)]
-    eager = f(*args)
-    ge = torch.autograd.grad(eager, args[:5])
-    cf = torch.compile(f, fullgraph=True)
-    out = cf(*args)
-    gc = torch.autograd.grad(out, args[:5])
-    torch.testing.assert_close(out, eager)
-    for a, b in zip(gc, ge):
-        torch.testing.assert_close(a, b)
 
 
 # --------------------------------------------------------------- CUDA only
@@ -562,6 +532,7 @@ def test_cuda_vs_cpu_full_sensor():
 SEG_FIXUP = 0x20000000  # csrc/rasterize_lidar/rasterize_lidar.h: NUREC_RL_SEG_FIXUP
 
 
+@pytest.mark.sanitize
 @gpu
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("segments,segment_min", [(2, 1), (4, 3), (8, 8), (64, 1)])
@@ -630,92 +601,3 @@ def test_cuda_parts_outputs_same_every_call():
             again = OPS.rasterize_lidar_fwd(*args)
             for k, (a, b) in enumerate(zip(first, again)):
                 assert torch.equal(bits(a), bits(b)), f"output {k} differs"
-
-
-def _gpu_scene(dtype=torch.float32, N=3000, C=2):
-    return to(random_scene(N=N, C=C, D=2, row_step=2, col_step=4), "cuda", dtype)  # 64 x 900
-
-
-@gpu
-def test_cuda_no_host_sync():
-    s = _gpu_scene()
-    for _ in range(3):  # warm-up: capacity reports arrive, allocator primed
-        out = run(nurec_ops.rasterize_lidar, s)
-        grads(out, s, [torch.ones_like(o) for o in out])
-        torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
-        for _ in range(2):
-            out = run(nurec_ops.rasterize_lidar, s)
-            g = grads(out, s, [torch.ones_like(o) for o in out])
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
-    torch.cuda.synchronize()
-    assert all(torch.isfinite(o).all() for o in out)
-    assert all(torch.isfinite(v).all() for v in g.values())
-
-
-@gpu
-def test_cuda_graph_capture_replay():
-    s = _gpu_scene(torch.float64)  # float64: see test_compile_fullgraph
-    static = {k: (v.detach().clone().requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) else v)
-              for k, v in s.items()}
-    R, W = s["row_elevations"].shape[0], s["column_azimuths"].shape[0]
-    cot = [torch.randn(2, R, W, 2, device="cuda", dtype=torch.float64), torch.randn(2, R, W, 1, device="cuda", dtype=torch.float64),
-           torch.randn(2, R, W, 1, device="cuda", dtype=torch.float64)]
-
-    def step(x):
-        out = run(lambda *a, **k: nurec_ops.rasterize_lidar(*a, **k, capacity=1 << 19), x)
-        return out, grads(out, x, cot)
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            step(static)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        gout, ggrads = step(static)
-    for trial in range(2):
-        new = _gpu_scene(torch.float64)
-        with torch.no_grad():
-            for k in GRAD_KEYS + ("viewmats",):
-                static[k].copy_(new[k])
-        graph.replay()
-        eout, egrads = step(dict(new, **{k: static[k] for k in SENSOR_KEYS}))
-        for a, b in zip(gout, eout):
-            torch.testing.assert_close(a, b)
-        for k in egrads:
-            torch.testing.assert_close(ggrads[k], egrads[k], rtol=1e-4, atol=1e-4)
-
-
-@gpu
-def test_cuda_overflow_policy():
-    s = _gpu_scene()
-    good = [o.detach() for o in run(lambda *a, **k: nurec_ops.rasterize_lidar(*a, **k, binning="exact"), s)]
-    out = run(lambda *a, **k: nurec_ops.rasterize_lidar(*a, **k, capacity=100), s)
-    assert all(torch.isnan(o).all() for o in out)
-    g = grads(out, s, [torch.ones_like(o) for o in out])
-    assert all((v == 0).all() for v in g.values())
-    key = (2, s["row_elevations"].shape[0], s["column_azimuths"].shape[0])
-    k = _POLICY._key(torch.device("cuda"), key)
-    _POLICY.poll()
-    _POLICY.capacity[k] = 1000
-    out = run(nurec_ops.rasterize_lidar, s)
-    assert torch.isnan(out[0]).all()
-    torch.cuda.synchronize()
-    with pytest.warns(RuntimeWarning, match="needed .* intersections but its binning capacity was 1000"):
-        out = run(nurec_ops.rasterize_lidar, s)
-    assert _POLICY.capacity[k] > 1000
-    for a, b in zip(out, good):
-        torch.testing.assert_close(a, b)
-    torch.cuda.synchronize()
-    check_overflow()
-    _POLICY.capacity[k] = 1000
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        out = run(lambda *a, **kw: nurec_ops.rasterize_lidar(*a, **kw, binning="exact"), s)
-    for a, b in zip(out, good):
-        torch.testing.assert_close(a, b)
-    _POLICY.poll()

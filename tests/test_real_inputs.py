@@ -69,6 +69,7 @@ def _clamped_fraction(scene):
     return ((u < lo_x) | (u > hi_x) | (v < lo_y) | (v > hi_y)).double().mean().item()
 
 
+@pytest.mark.sanitize
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_parity_near_camera_outside_frustum(device, dtype):
@@ -184,6 +185,7 @@ def _real_like_tables():
     }
 
 
+@pytest.mark.sanitize
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("table", list(_real_like_tables()))
@@ -199,6 +201,7 @@ def test_lidar_real_table_parity(device, dtype, table):
     tl.check_parity(scene, device, dtype)
 
 
+@pytest.mark.sanitize
 @pytest.mark.parametrize("device", DEVICES)
 def test_lidar_table_order_does_not_matter(device):
     """The same rays in another order give the same rays' outputs: rotating
@@ -213,6 +216,7 @@ def test_lidar_table_order_does_not_matter(device):
         assert_close(a, b[:, :, perm], torch.float64)
 
 
+@pytest.mark.sanitize
 @pytest.mark.parametrize("device", DEVICES)
 def test_lidar_table_cache_follows_changes(device):
     """The canonical table is cached per table tensor: an in-place change of

@@ -1,0 +1,293 @@
+"""One registry of op cases for the generic behaviour tests
+(tests/test_op_registry.py): parity with the reference, opcheck,
+torch.compile, both autograd paths, no host sync, CUDA-graph capture, the
+current stream, poisoned memory and the binning overflow policy are written
+once there and parametrised over CASES below. A sensor model is a row.
+
+A row (``OpCase``) names the public op and its pure-PyTorch reference (the
+same keyword arguments), ``make(device, dtype, seed, large=False)``: the
+inputs as a dict of keyword arguments, drawn from ``seed`` (the test's fresh
+seed), the differentiable ones ``requires_grad``; the outputs' names (all
+compared; the floating ones get cotangents) and the differentiable inputs'
+names; and what the row supports (graph capture, an overflow policy, ...).
+The scenes come from the op families' own test modules (not copied here).
+``large=True`` gives the bigger scenes of the GPU behaviour tests (several
+thread blocks per kernel), the default the small ones the CPU suite runs.
+
+Rolling shutters are built through the public API only (``viewmats_end=``,
+``shutter=``), never through their packed per-camera parameters.
+"""
+import dataclasses
+from typing import Callable, Optional
+
+import pytest
+import torch
+
+import nurec_ops
+from nurec_ops import reference as ref
+from nurec_ops.collect import _COLLECT, _COLLECT_PARAMETERS
+from nurec_ops.rasterize_camera import _FORWARD as _CAMERA_FWD, _POLICY as _CAMERA_POLICY
+from nurec_ops.rasterize_lidar import _FORWARD as _LIDAR_FWD, _POLICY as _LIDAR_POLICY
+from nurec_ops.track_poses import _INTERPOLATE
+
+import shared_data
+import test_camera_models_fused as tm
+import test_rasterize_camera as tc
+import test_rasterize_lidar as tl
+from conftest import make_gaussians, make_track_poses, make_tracks, query_times_for
+from test_rolling_shutter import lidar_end, moved
+
+OPS = torch.ops.nurec_ops
+
+
+@dataclasses.dataclass(frozen=True)
+class OpCase:
+    name: str
+    op: Callable  # op(**inputs) -> tuple of outputs (the public entry)
+    reference: Callable  # reference(**inputs) -> the same outputs (nurec_ops.reference)
+    make: Callable  # make(device, dtype, seed, large=False) -> dict of inputs
+    outputs: tuple  # names of the outputs, in order
+    grads: tuple = ()  # names of the differentiable inputs (requires_grad in make's result)
+    autograd_op: object = None  # the _library.AutogradOp behind op (both autograd paths); None: no autograd
+    graph_capture: bool = True  # may be captured in a CUDA graph (with `fixed` kwargs)
+    fixed: dict = dataclasses.field(default_factory=dict)  # kwargs where no sync may size buffers (graphs, compile)
+    policy: object = None  # the binning CapacityPolicy (overflow policy), None: no capacity to overflow
+    policy_key: Optional[Callable] = None  # inputs -> the policy's key of a call
+    flips: Optional[tuple] = None  # float32 threshold flips allowed: (fraction of outputs, of grads, bound)
+    int_atol32: int = 0  # integer outputs computed from float32 values may differ by this much
+    refresh: Optional[Callable] = None  # refresh(inputs, seed) -> new values, same shapes (graph replay)
+    deterministic: bool = True  # forward outputs bitwise repeatable on CUDA (no atomics, no parts)
+    inductor: bool = False  # also torch.compile with the inductor backend (aot_eager always)
+    data: tuple = ()  # shared_data files the row needs (skipped where absent)
+
+    def __str__(self):
+        return self.name
+
+    def inputs(self, device, dtype, seed, large=False):
+        for f in self.data:
+            shared_data.require(f)
+        return self.make(device, dtype, seed, large)
+
+    def new_inputs(self, inputs, seed, large=False):
+        """New values of the same shapes (CUDA-graph replay, recompile checks)."""
+        if self.refresh is not None:
+            return self.refresh(inputs, seed)
+        t = next(v for v in inputs.values() if isinstance(v, torch.Tensor) and v.is_floating_point())
+        return self.make(t.device, t.dtype, seed, large)
+
+
+def seeded(scene_fn):
+    """scene_fn(large) (drawing from torch's global generator) run under
+    ``seed`` without touching the test's own generator state."""
+    def draw(seed, large):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return scene_fn(large)
+    return draw
+
+
+# ------------------------------------------------------------------ cameras
+
+def _camera_make(scene_fn, bg=True):
+    draw = seeded(scene_fn)
+
+    def make(device, dtype, seed, large=False):
+        return tc.to(draw(seed, large), device, dtype, bg=bg)
+    return make
+
+
+def _pinhole(large, sh=None):
+    if large:
+        return tc.random_scene(N=3000, C=2, W=96, H=64, sh=sh)
+    return tc.random_scene(N=60, C=2, W=24, H=16, sh=sh)
+
+
+def _model(name):
+    def scene(large):
+        return tm.model_scene(name, N=3000 if large else 60, seed=int(torch.randint(0, 1 << 30, ())))
+    return scene
+
+
+def _rolling(scene_fn, shutter="top_to_bottom"):
+    def scene(large):
+        s = scene_fn(large)
+        s["viewmats_end"] = moved(s["viewmats"])
+        s["shutter"] = shutter
+        return s
+    return scene
+
+
+CAMERA = dict(op=nurec_ops.rasterize_camera, reference=ref.rasterize_camera, outputs=("render", "depth", "alpha"),
+              grads=tc.GRAD_KEYS + ("backgrounds",), autograd_op=_CAMERA_FWD, fixed=dict(capacity=1 << 18),
+              policy=_CAMERA_POLICY, policy_key=lambda s: (s["viewmats"].shape[0], s["width"], s["height"]),
+              flips=(2e-3, 0.02, 0.02), deterministic=False)
+MODEL_DATA = {m: (tm.MODELS[m][0],) for m in tm.MODELS}
+
+
+# ------------------------------------------------------------------ lidars
+
+def _lidar_make(rolling=False):
+    def scene(large):
+        if large:
+            s = tl.random_scene(N=3000, C=2, D=2, row_step=2, col_step=4)  # 64 x 900
+        else:
+            s = tl.random_scene(N=60, C=2, D=2, row_step=16, col_step=30)  # 8 x 120
+        if rolling:
+            s["viewmats_end"] = lidar_end(s["viewmats"])
+        return s
+    draw = seeded(scene)
+
+    def make(device, dtype, seed, large=False):
+        return tl.to(draw(seed, large), device, dtype)
+    return make
+
+
+LIDAR = dict(op=nurec_ops.rasterize_lidar, reference=ref.rasterize_lidar, outputs=("features", "range", "alpha"),
+             grads=tl.GRAD_KEYS, autograd_op=_LIDAR_FWD, fixed=dict(capacity=1 << 19), policy=_LIDAR_POLICY,
+             policy_key=lambda s: (s["viewmats"].shape[0], s["row_elevations"].shape[0],
+                                   s["column_azimuths"].shape[0]),
+             flips=(2e-3, 0.03, 0.02), deterministic=False)
+
+
+# ---------------------------------------------------------- actor tracks
+
+G_NAMES = ("means", "quats", "log_scales", "opacity_logits")
+COLLECT_OUT = ("means_w", "quats_w", "scales", "opacities")
+
+
+def _sizes(large):
+    return (32, 70_001) if large else (5, 64)  # tracks, Gaussians
+
+
+def _tracks_make(mode, broadcast=False):
+    def make(device, dtype, seed, large=False):
+        T, _ = _sizes(large)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            tr = make_tracks(T, 1, 8, dtype=dtype, device=device)
+            qt = query_times_for(tr, "mixed", broadcast=broadcast)
+        return dict(key_poses=tr["key_poses"].requires_grad_(True), key_times=tr["key_times"],
+                    track_ranges=tr["track_ranges"], query_times=qt, mode=mode)
+    return make
+
+
+def _collect_make(mode, broadcast=False):
+    tracks = _tracks_make(mode, broadcast)
+
+    def make(device, dtype, seed, large=False):
+        T, N = _sizes(large)
+        s = tracks(device, dtype, seed, large)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed + 1)
+            g = make_gaussians(N, T, dtype, device)
+        return dict({k: g[k].requires_grad_(True) for k in G_NAMES}, track_ids=g["track_ids"], **s)
+    return make
+
+
+def _track_refresh(inputs, seed):
+    """The same track layout (ranges) with new key poses, key times and query
+    times, and new Gaussians (CUDA-graph replay keeps every shape)."""
+    out = dict(inputs)
+    kp, kt, qt = inputs["key_poses"], inputs["key_times"], inputs["query_times"]
+    g = torch.Generator(device=kp.device).manual_seed(seed)
+    out["key_poses"] = (torch.randn(kp.shape, generator=g, device=kp.device, dtype=kp.dtype) * 3).requires_grad_(
+        kp.requires_grad)
+    jitter = torch.randint(-50_000, 50_000, kt.shape, generator=g, device=kt.device)
+    out["key_times"] = torch.sort(kt + jitter)[0]
+    out["query_times"] = qt + torch.randint(-200_000, 200_000, qt.shape, generator=g, device=qt.device)
+    if "means" in inputs:
+        N, T = inputs["means"].shape[0], inputs["track_ranges"].shape[0]
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            new = make_gaussians(N, T, kp.dtype, kp.device, inputs["track_ids"].dtype)
+        out.update({k: new[k].requires_grad_(True) for k in G_NAMES}, track_ids=new["track_ids"])
+    return out
+
+
+def _collect_parameters_make(device, dtype, seed, large=False):
+    T, N = _sizes(large)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        g = make_gaussians(N, T, dtype, device)
+        poses, inside = make_track_poses(T, dtype, device)
+    return dict({k: g[k].requires_grad_(True) for k in G_NAMES}, track_ids=g["track_ids"],
+                track_poses=poses.requires_grad_(True), track_inside=inside)
+
+
+COLLECT = dict(op=nurec_ops.collect, reference=ref.collect, outputs=COLLECT_OUT, grads=G_NAMES + ("key_poses",),
+               autograd_op=_COLLECT, refresh=_track_refresh)
+TRACKS = dict(op=nurec_ops.interpolate_track_poses, reference=ref.interpolate_track_poses,
+              outputs=("poses", "inside"), grads=("key_poses",), autograd_op=_INTERPOLATE, refresh=_track_refresh)
+
+
+# ------------------------------------------------------------- splat_meta
+
+def meta_formula(records, counts, cell, cell_u=1.0, cell_v=1.0):
+    """SPEC 8's meta by tensor ops (float64 inside): means2d and depths
+    copied from the records, radii the ceil of the half-extents of the
+    binning's box, sqrt(thr C / det) and sqrt(thr A / det), in cells
+    (``cell`` [2], or cell_u x cell_v), saturating at int32's maximum; 0 for
+    a dropped item (count 0)."""
+    cell = torch.tensor([cell_u, cell_v], dtype=torch.float64) if cell is None else cell
+    r = records.double()
+    A, B, Cc, thr = r[..., 2], r[..., 3], r[..., 4], r[..., 7]
+    det = A * Cc - B * B
+    ext = torch.sqrt((torch.stack((thr * Cc, thr * A), -1) / det[..., None]).clamp_min(0)) / cell.double().to(r.device)
+    radii = torch.where((counts > 0)[..., None], torch.ceil(ext), torch.zeros_like(ext))
+    return records[..., :2], radii.clamp(max=2 ** 31 - 1).to(torch.int32), records[..., 6]
+
+
+def _meta_make(device, dtype, seed, large=False):
+    """A forward's records (u, v, conic A B C, opacity, depth, threshold)
+    with positive-definite conics, a huge ellipse (saturating radii),
+    dropped items, and a lidar-sized cell."""
+    g = torch.Generator().manual_seed(seed)
+    C, N = 2, (20_000 if large else 300)
+    rec = torch.rand(C, N, 8, generator=g, dtype=torch.float64)
+    rec[..., 2] += 0.1
+    rec[..., 4] += 0.1
+    rec[..., 3] = (rec[..., 3] - 0.5) * 0.1
+    rec[..., 7] = rec[..., 7] * 10
+    rec[0, 0, 2:5] = torch.tensor([1e-20, 0.0, 1e-20], dtype=torch.float64)
+    counts = torch.randint(0, 3, (C, N), generator=g)
+    counts[0, 0] = 1
+    cell = torch.tensor([0.0017, 0.006], dtype=torch.float64)
+    return dict(records=rec.to(device, dtype), counts=counts.to(device), cell=cell.to(device, dtype),
+                cell_u=1.0, cell_v=1.0)
+
+
+def _splat_meta(records, counts, cell, cell_u=1.0, cell_v=1.0):
+    return OPS.splat_meta(records, counts, cell, cell_u, cell_v)
+
+
+# ------------------------------------------------------------------- rows
+
+CASES = [
+    OpCase("camera-pinhole", make=_camera_make(_pinhole), inductor=True, **CAMERA),
+    OpCase("camera-pinhole-sh2", make=_camera_make(lambda large: _pinhole(large, sh=2), bg=False), **CAMERA),
+    OpCase("camera-opencv", make=_camera_make(_model("opencv")), data=MODEL_DATA["opencv"], **CAMERA),
+    OpCase("camera-fisheye", make=_camera_make(_model("fisheye")), data=MODEL_DATA["fisheye"], **CAMERA),
+    OpCase("camera-ftheta", make=_camera_make(_model("ftheta")), data=MODEL_DATA["ftheta"], **CAMERA),
+    OpCase("camera-rolling-pinhole", make=_camera_make(_rolling(_pinhole)), **CAMERA),
+    OpCase("camera-rolling-ftheta", make=_camera_make(_rolling(_model("ftheta"), "left_to_right")),
+           data=MODEL_DATA["ftheta"], **CAMERA),
+    OpCase("lidar-global", make=_lidar_make(), inductor=True, **LIDAR),
+    OpCase("lidar-rolling", make=_lidar_make(rolling=True), **LIDAR),
+    OpCase("collect-slerp", make=_collect_make("slerp"), inductor=True, **COLLECT),
+    OpCase("collect-nearest", make=_collect_make("nearest"), **COLLECT),
+    OpCase("collect-nearest-broadcast", make=_collect_make("nearest", broadcast=True), **COLLECT),
+    OpCase("collect_parameters", op=nurec_ops.collect_gaussian_parameters, reference=ref.collect_gaussian_parameters,
+           make=_collect_parameters_make, outputs=COLLECT_OUT, grads=G_NAMES + ("track_poses",),
+           autograd_op=_COLLECT_PARAMETERS),
+    OpCase("track_poses-slerp", make=_tracks_make("slerp"), **TRACKS),
+    OpCase("track_poses-slerp-broadcast", make=_tracks_make("slerp", broadcast=True), **TRACKS),
+    OpCase("track_poses-nearest-broadcast", make=_tracks_make("nearest", broadcast=True), **TRACKS),
+    OpCase("splat_meta", op=_splat_meta, reference=meta_formula, make=_meta_make,
+           outputs=("means2d", "radii", "depths"), int_atol32=1),
+]
+BY_NAME = {c.name: c for c in CASES}
+
+
+def params(select=lambda c: True, marks=()):
+    """pytest params of the rows that ``select`` keeps, id = the row's name."""
+    return [pytest.param(c, id=c.name, marks=marks) for c in CASES if select(c)]

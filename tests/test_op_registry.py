@@ -1,0 +1,495 @@
+"""The generic behaviours of every op, written once and parametrised over the
+op registry (tests/op_cases.py: one row per op and sensor model):
+
+- parity with the pure-PyTorch reference, forward and backward (CPU, CUDA;
+  float32 by the registry's rule: relative to the float32 error of the
+  reference itself, conftest.assert_close_to_reference; float64 tight);
+- opcheck of every nurec_ops operator the row's forward and backward reach,
+  with the arguments the public API gave it;
+- torch.compile(fullgraph=True): values and gradients as eager, again
+  with new inputs of the same shapes;
+- both autograd paths (the Python wrappers' _library.AutogradOp and the
+  kernel torch.library.register_autograd installed) agree, and the
+  no-gradient path builds no autograd graph;
+- poisoned memory: every output and gradient element is written;
+- CUDA only (GPU-marked): no host sync, CUDA-graph capture of forward and
+  backward replayed with new inputs, the current (side) stream, and the
+  binning overflow policy of the rasterizers.
+
+Special-purpose tests (edge scenes, real data, golden images, error
+messages, sizes past the grid) stay in the op families' own files."""
+import sys
+import warnings
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from conftest import (DEVICES, DTYPES, assert_all_finite, assert_close, assert_close_to_reference, gpu,
+                      poison_allocator)
+from op_cases import params
+
+F32, F64 = torch.float32, torch.float64
+
+
+# ----------------------------------------------------------------- helpers
+
+def leaves(case, inputs):
+    """Names of the row's differentiable inputs present in these inputs."""
+    return [k for k in case.grads if isinstance(inputs.get(k), torch.Tensor)]
+
+
+def on_cpu(inputs, dtype):
+    """The inputs as the reference sees them: CPU, floating tensors in
+    ``dtype`` (the same rounded values), detached leaves requiring a
+    gradient as the originals do."""
+    out = {}
+    for k, v in inputs.items():
+        if isinstance(v, torch.Tensor):
+            v = v.detach().cpu()
+            if v.is_floating_point():
+                v = v.to(dtype).requires_grad_(inputs[k].requires_grad)
+        out[k] = v
+    return out
+
+
+def cotangents(outs, seed):
+    """Random float64 CPU cotangents of the floating outputs (one draw,
+    cast to each run's dtype and device)."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(o.shape, generator=g, dtype=F64) for o in outs if o.is_floating_point()]
+
+
+def grads_of(case, out, inputs, cots):
+    """The gradients of <outputs, cotangents> with respect to the row's
+    differentiable inputs, by name (None where unused)."""
+    fl = [o for o in out if o.is_floating_point()]
+    names = leaves(case, inputs)
+    if not names:
+        return {}
+    grads = torch.autograd.grad(fl, [inputs[k] for k in names], [c.to(o.device, o.dtype) for c, o in zip(cots, fl)],
+                                allow_unused=True)
+    return dict(zip(names, grads))
+
+
+def forward_backward(case, fn, inputs, cots, **kw):
+    """fn(**inputs, **kw) and grads_of its outputs."""
+    out = list(fn(**inputs, **kw))
+    return out, grads_of(case, out, inputs, cots)
+
+
+def tensors_of(inputs):
+    return {k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)}
+
+
+def copy_into(static, new):
+    """Copies new values into the static inputs (same shapes) in place."""
+    with torch.no_grad():
+        for k, v in tensors_of(static).items():
+            assert new[k].shape == v.shape, f"{k}: new inputs must keep the shape"
+            v.copy_(new[k])
+
+
+def assert_tests_something(case, outs, grads):
+    """A row whose outputs (or gradients) are all zero could not fail."""
+    fl = [o for o in outs if o.is_floating_point()]
+    assert any((o.detach().abs() > 0).any() for o in fl), f"{case}: every output is zero; the case tests nothing"
+    if grads:
+        assert all(g is not None for g in grads.values()), f"{case}: no gradient for {[k for k, g in grads.items() if g is None]}"
+        assert any((g.abs() > 0).any() for g in grads.values()), f"{case}: every gradient is zero"
+
+
+def assert_same_run(case, actual, expected, dtype, msg, grads=False):
+    """Two runs of the same op on the same inputs (graph replay, another
+    stream, poisoned memory): equal bits on the CPU, for integer outputs and
+    for the forward outputs of a deterministic row; else (CUDA gradients,
+    the rasterizers' outputs) equal up to summation order (atomics), within
+    5x TOL[dtype] of the tensor's scale."""
+    for i, (a, b) in enumerate(zip(actual, expected)):
+        if a is None or b is None:
+            assert a is None and b is None, f"{msg} {i}"
+        elif a.device.type == "cpu" or not a.is_floating_point() or (case.deterministic and not grads):
+            assert torch.equal(a, b), f"{msg} {i}: not equal"
+        else:
+            assert_close(a, b.double(), dtype, 5.0, f"{msg} {i}")
+
+
+class RecordOps(TorchDispatchMode):
+    """Records every nurec_ops operator call (overload, args, kwargs) made
+    while active, forward and backward."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func.namespace == "nurec_ops":
+            self.calls.append((func, args, kwargs))
+        return func(*args, **kwargs)
+
+
+@pytest.fixture
+def cut_lists(monkeypatch):
+    """The rasterizers' long tile lists cut into 4 parts from 2 entries on
+    (CUDA; the CPU walks every list whole), so that the parts' state is
+    among what opcheck and the autograd paths compare."""
+    for mod in ("nurec_ops.rasterize_camera", "nurec_ops.rasterize_lidar"):
+        monkeypatch.setattr(sys.modules[mod], "_SEGMENTS", 4)
+        monkeypatch.setattr(sys.modules[mod], "_SEGMENT_MIN", 2)
+
+
+def full_args(func, args):
+    """args of an overload with the schema's trailing defaults filled in
+    (AutogradOp takes every argument positionally)."""
+    schema = func._schema.arguments
+    return tuple(args) + tuple(a.default_value for a in schema[len(args):])
+
+
+def recorded_forward(case, inputs):
+    """The arguments the public op passed to its AutogradOp's operator."""
+    with RecordOps() as rec, torch.no_grad():
+        case.op(**inputs)
+    calls = [c for c in rec.calls if c[0] is case.autograd_op.op.default]
+    assert len(calls) == 1, f"{case}: {len(calls)} calls of {case.autograd_op.op}"
+    func, args, kwargs = calls[0]
+    assert not kwargs
+    return full_args(func, args)
+
+
+# ------------------------------------------------------------------ parity
+
+@pytest.mark.sanitize
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", params())
+def test_parity(case, device, dtype, seed):
+    """Forward and backward against the reference on the same (rounded)
+    inputs: float64 within TOL[float64] (gradients 10x), float32 by the
+    registry's rule against the reference's own float32 error."""
+    s = case.inputs(device, dtype, seed)
+    r64 = on_cpu(s, F64)
+    poison_allocator(device)
+    out = list(case.op(**s))
+    cots = cotangents(out, seed)
+    poison_allocator(device)
+    grads = grads_of(case, out, s, cots)
+    expect, expect_g = forward_backward(case, case.reference, r64, cots)
+    if dtype == F32:
+        ref32, ref32_g = forward_backward(case, case.reference, on_cpu(s, F32), cots)
+    assert len(out) == len(case.outputs)
+    flips = case.flips or (0.0, 0.0, 0.0)
+    for i, (name, a, e) in enumerate(zip(case.outputs, out, expect)):
+        assert a.device.type == torch.device(device).type and a.shape == e.shape, name
+        if not a.is_floating_point():
+            assert a.dtype == e.dtype, name
+            atol = case.int_atol32 if dtype == F32 else 0
+            d = (a.cpu().long() - e.long()).abs()
+            assert (d <= atol).all(), f"{name}: {int((d > atol).sum())} elements differ by more than {atol}"
+        elif dtype == F64:
+            assert a.dtype == F64
+            assert_close(a, e, F64, msg=name)
+        else:
+            assert a.dtype == F32
+            assert_close_to_reference(a, e, ref32[i], name, flips[0], flips[2])
+    for k, e in expect_g.items():
+        assert (grads[k] is None) == (e is None), f"grad {k}: None in one run only"
+        if e is None:
+            continue
+        if dtype == F64:
+            assert_close(grads[k], e, F64, 10.0, f"grad {k}")
+        else:
+            assert_close_to_reference(grads[k], e, ref32_g[k], f"grad {k}", flips[1], flips[2])
+    assert_tests_something(case, out, grads)
+
+
+# ----------------------------------------------------------------- opcheck
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", params())
+def test_opcheck(case, device, dtype, seed, cut_lists):
+    """opcheck (schema, fake kernel, autograd registration, AOT dispatch) of
+    every nurec_ops operator the row's forward and backward call, with the
+    arguments the public API passed. Float32 only for deterministic rows
+    (opcheck compares two runs; the rasterizers' gradients sum by atomics)."""
+    if dtype == F32 and not case.deterministic:
+        pytest.skip("float32 gradients sum in no fixed order (atomics): opcheck in float64")
+    s = case.inputs(device, dtype, seed)
+    with RecordOps() as rec:
+        out = list(case.op(**s))
+        forward_backward(case, case.op, s, cotangents(out, seed))
+    first = {}
+    for func, args, kwargs in rec.calls:
+        first.setdefault(func, (args, kwargs))
+    if case.autograd_op is not None:
+        assert case.autograd_op.op.default in first, f"{case}: its operator was not called"
+        if leaves(case, s):
+            assert len(first) >= 2, f"{case}: no backward operator was called: {list(first)}"
+    assert first
+    forward = case.autograd_op.op.default if case.autograd_op is not None else None
+    for func, (args, kwargs) in first.items():
+        if func is not forward:  # a backward (no autograd of its own): its saved inputs, detached
+            args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+        torch.library.opcheck(func, args, kwargs)
+
+
+# ----------------------------------------------------------- torch.compile
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", params())
+def test_compile_fullgraph(case, device, backend, seed):
+    """torch.compile(fullgraph=True) of a loss through the public op: no
+    graph break, the same outputs and gradients as eager (float64: the
+    gradients' atomic sums in no fixed order do not show), and again for new
+    inputs of the same shapes."""
+    if backend == "inductor" and not case.inductor:
+        pytest.skip("inductor on one row per op family (aot_eager on all)")
+    torch._dynamo.reset()
+    s = case.inputs(device, F64, seed)
+    names = list(tensors_of(s))
+    other = {k: v for k, v in s.items() if k not in names}
+    diff = leaves(case, s)
+    weights = [c.to(device) for c in cotangents(case.op(**s), seed)]
+
+    def f(*xs):
+        out = case.op(**dict(zip(names, xs)), **other, **case.fixed)
+        fl = [o for o in out if o.is_floating_point()]
+        return sum((o * w).sum() for o, w in zip(fl, weights)), tuple(out)
+
+    compiled = torch.compile(f, fullgraph=True, backend=backend)
+    for trial, inputs in enumerate((s, case.new_inputs(s, seed + 1))):
+        xs = [inputs[k] for k in names]
+        results = []
+        for fn in (f, compiled):
+            loss, out = fn(*xs)
+            g = torch.autograd.grad(loss, [inputs[k] for k in diff]) if diff else ()
+            results.append((loss.detach(), [o.detach() for o in out], g))
+        (le, oe, ge), (lc, ocm, gc) = results
+        torch.testing.assert_close(lc, le, msg=f"loss, inputs {trial}")
+        for a, b in zip(ocm, oe):
+            torch.testing.assert_close(a, b, equal_nan=True, msg=f"output, inputs {trial}")
+        for k, a, b in zip(diff, gc, ge):
+            torch.testing.assert_close(a, b, msg=f"grad {k}, inputs {trial}")
+        if trial == 0:
+            assert_tests_something(case, oe, dict(zip(diff, ge)))
+
+
+# ------------------------------------------------------ the autograd paths
+
+def _autograd_params():
+    return params(lambda c: c.autograd_op is not None)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", _autograd_params())
+def test_wrapper_path_matches_registered_autograd(case, device, seed, cut_lists):
+    """The Python wrappers call the op through _library.AutogradOp (an
+    autograd.Function), torch.ops.nurec_ops.* through the kernel
+    register_autograd installed: the same outputs and gradients on the
+    arguments the public op passes."""
+    s = case.inputs(device, F64, seed)
+    op = case.autograd_op
+    args = recorded_forward(case, s)
+    idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
+    assert len(idx) == len(leaves(case, s)), f"{case}: {len(idx)} differentiable arguments"
+    with torch.no_grad():
+        probe = op.op(*args)
+    n_out = sum(o.is_floating_point() for o in case.op(**s))
+    g = torch.Generator().manual_seed(seed)
+    cots = [torch.randn(o.shape, generator=g, dtype=o.dtype).to(o.device) for o in probe[:n_out]]
+
+    def run(call):
+        a = [x.detach().requires_grad_(True) if i in idx else x for i, x in enumerate(args)]
+        out = call(*a)
+        grads = torch.autograd.grad(out[:n_out], [a[i] for i in idx], cots, allow_unused=True)
+        return [o.detach() for o in out[:n_out]], grads
+
+    out_a, g_a = run(op)  # AutogradOp: the autograd.Function
+    out_b, g_b = run(op.op)  # register_autograd's kernel
+    for a, b in zip(out_a, out_b):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, equal_nan=True)
+    for i, a, b in zip(idx, g_a, g_b):
+        assert a is not None and b is not None, f"{case}: no gradient for argument {i}"
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12, msg=f"{case}: argument {i}")
+    assert any(x.abs().sum() > 0 for x in g_a), f"{case}: every gradient is zero; the case tests nothing"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", _autograd_params())
+def test_no_gradient_path_builds_no_graph(case, device, seed, cut_lists):
+    """Without a gradient wanted (no_grad, or no input requiring one) the
+    wrapper goes below autograd: no graph, the registered op's values."""
+    s = case.inputs(device, F64, seed)
+    op = case.autograd_op
+    args = recorded_forward(case, s)
+    n_out = sum(o.is_floating_point() for o in case.op(**s))
+    with torch.no_grad():
+        expected = op.op(*args)
+        out = op(*args)
+    for a, b in zip(out[:n_out], expected[:n_out]):
+        assert a.grad_fn is None and not a.requires_grad
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, equal_nan=True)
+    detached = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
+    out = op(*detached)  # grad mode on, no input requires a gradient
+    assert all(o.grad_fn is None for o in out[:n_out])
+    out = case.op(**{k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in s.items()})
+    assert all(o.grad_fn is None for o in out)
+
+
+# ------------------------------------------------------------------ poison
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", params())
+def test_outputs_fully_written(case, device, seed):
+    """With freed memory full of NaN (the CUDA caching allocator, malloc)
+    every output and gradient element is written: finite, and the values of
+    an unpoisoned run (the large scenes on CUDA)."""
+    s = case.inputs(device, F32, seed, large=device == "cuda")
+    base = list(case.op(**s))
+    cots = cotangents(base, seed)
+    base, base_g = forward_backward(case, case.op, s, cots)
+    for _ in range(3):
+        poison_allocator(device)
+        out = list(case.op(**s))
+        assert_all_finite(*out, msg=f"{case} outputs")
+        assert_same_run(case, out, base, F32, "output")
+        poison_allocator(device)
+        _, g = forward_backward(case, case.op, s, cots)
+        assert_all_finite(*[x for x in g.values() if x is not None], msg=f"{case} gradients")
+        assert_same_run(case, list(g.values()), list(base_g.values()), F32, "gradient", grads=True)
+    assert_tests_something(case, base, base_g)
+
+
+# --------------------------------------------------------------- CUDA only
+
+@gpu
+@pytest.mark.parametrize("case", params())
+def test_no_host_sync(case, seed):
+    """Forward and backward (after a warm-up: capacity reports arrived,
+    allocator primed) never synchronize with the host."""
+    s = case.inputs("cuda", F32, seed, large=True)
+    cots = cotangents(case.op(**s), seed)
+    for _ in range(3):
+        forward_backward(case, case.op, s, cots)
+        torch.cuda.synchronize()
+    cots = [c.cuda() for c in cots]
+    prev = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(2):
+            out, g = forward_backward(case, case.op, s, cots)
+    finally:
+        torch.cuda.set_sync_debug_mode(prev)
+    torch.cuda.synchronize()
+    assert_all_finite(*out, *[x for x in g.values() if x is not None], msg=str(case))
+    assert_tests_something(case, out, g)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", params(lambda c: c.graph_capture))
+def test_cuda_graph_capture(case, dtype, seed):
+    """Forward and backward captured in one CUDA graph (with the row's fixed
+    capacity); new values copied into the static inputs, replayed: eager's
+    outputs and gradients on those values."""
+    static = case.inputs("cuda", dtype, seed, large=True)
+    cots = [c.to("cuda", dtype) for c in cotangents(case.op(**static), seed)]
+
+    def step(x):
+        return forward_backward(case, case.op, x, cots, **case.fixed)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step(static)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        g_out, g_grads = step(static)
+    for trial in range(3):
+        new = case.new_inputs(static, seed + 1 + trial, large=True)
+        copy_into(static, new)
+        graph.replay()
+        torch.cuda.synchronize()
+        e_out, e_grads = step(new)
+        assert_all_finite(*g_out, msg=f"replay {trial}")
+        assert_same_run(case, g_out, e_out, dtype, f"replay {trial} output")
+        assert_same_run(case, [g_grads[k] for k in e_grads], list(e_grads.values()), dtype, f"replay {trial} grad",
+                        grads=True)
+    assert_tests_something(case, e_out, e_grads)
+
+
+@gpu
+@pytest.mark.parametrize("case", params())
+def test_runs_on_current_stream(case, seed):
+    """The ops launch on the current stream: on a side stream whose inputs
+    are written after a long sleep, a kernel launched on any other stream
+    would read the stale (zero) inputs."""
+    s = case.inputs("cuda", F32, seed, large=True)
+    cots = cotangents(case.op(**s), seed)
+    expect, expect_g = forward_backward(case, case.op, s, cots)
+    stale = dict(s)
+    for k, v in tensors_of(s).items():
+        stale[k] = torch.zeros_like(v).requires_grad_(v.requires_grad)
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)  # ~tens of ms on the side stream
+        copy_into(stale, s)
+        out, g = forward_backward(case, case.op, stale, cots)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    assert_same_run(case, out, expect, F32, "output")
+    assert_same_run(case, [g[k] for k in expect_g], list(expect_g.values()), F32, "grad", grads=True)
+    assert_tests_something(case, out, g)
+
+
+@gpu
+@pytest.mark.parametrize("case", params(lambda c: c.policy is not None))
+def test_overflow_policy(case, seed):
+    """The binning capacity (nurec_ops._binning): a fixed capacity too small
+    gives NaN outputs and zero gradients, never a wrong image; under the
+    automatic policy an overflowing call is reported by the next call
+    (warning, or RuntimeError with on_overflow="raise") and the capacity
+    grows; binning="exact" re-runs an overflowing call and is always
+    right."""
+    s = case.inputs("cuda", F32, seed, large=True)
+    pol = case.policy
+    good = [o.detach() for o in case.op(**s, binning="exact")]
+    out = case.op(**s, capacity=100)
+    assert all(torch.isnan(o).all() for o in out)
+    _, g = forward_backward(case, case.op, s, [torch.ones(o.shape, dtype=F64) for o in out], capacity=100)
+    assert g and all((v == 0).all() for v in g.values())
+    k = pol._key(torch.device("cuda"), case.policy_key(s))
+    # the automatic policy: force a tiny capacity, the call overflows, the next one warns and grows
+    pol.poll()
+    pol.capacity[k] = 1000
+    out = case.op(**s)
+    assert torch.isnan(out[0]).all()
+    torch.cuda.synchronize()  # the report has arrived (the policy itself never waits)
+    with pytest.warns(RuntimeWarning, match="needed .* intersections but its binning capacity was 1000"):
+        out = case.op(**s)
+    assert pol.capacity[k] > 1000
+    for a, b in zip(out, good):
+        torch.testing.assert_close(a, b)
+    # on_overflow="raise"
+    torch.cuda.synchronize()
+    pol.poll()  # reads the last report (which would grow the capacity back)
+    pol.capacity[k] = 1000
+    case.op(**s)
+    torch.cuda.synchronize()
+    with pytest.raises(RuntimeError, match="binning capacity was 1000"):
+        case.op(**s, on_overflow="raise")
+    # exact mode: one sync, re-run on overflow, always right
+    torch.cuda.synchronize()
+    pol.poll()
+    pol.capacity[k] = 1000
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = case.op(**s, binning="exact")
+    for a, b in zip(out, good):
+        torch.testing.assert_close(a, b)
+    pol.poll()
