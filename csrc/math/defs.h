@@ -15,6 +15,14 @@
 #define NUREC_HD static inline
 #endif
 
+/* Before a loop with a constant bound whose arrays must stay in registers
+ * (a run-time bound puts them on the stack); the C compiler unrolls alone. */
+#if defined(__CUDACC__)
+#define NUREC_UNROLL _Pragma("unroll")
+#else
+#define NUREC_UNROLL
+#endif
+
 #define NUREC_PASTE_(a, b) a##_##b
 #define NUREC_PASTE(a, b) NUREC_PASTE_(a, b)
 

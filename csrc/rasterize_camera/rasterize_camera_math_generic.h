@@ -306,51 +306,60 @@ NUREC_HD void NR(rc_project_vjp)(const NR(rc_camera)* cam, const real_t m[3], co
     (void)m; (void)q;
 }
 
-/* SH basis functions (up to degree 3) at unit direction d, and optionally
- * their gradients db[16][3]. */
-NUREC_HD void NR(rc_sh_basis)(int deg, const real_t d[3], real_t b[16], real_t db[48]) {
-    real_t x = d[0], y = d[1], z = d[2];
-    int n = (deg + 1) * (deg + 1);
-    if (db)
-        for (int k = 0; k < 3 * n; ++k) db[k] = 0;
+/* SH basis functions (up to degree 3) at unit direction d; those past the
+ * degree are 0. Every loop over the 16 is unrolled with a constant bound
+ * (the degree only guards), so b stays in registers: with run-time bounds
+ * the basis and its gradient table lived on the stack (288 B per thread in
+ * the projection backward, the rig step's costliest per-Gaussian kernel). */
+NUREC_HD void NR(rc_sh_basis)(int deg, const real_t d[3], real_t b[16]) {
+    const real_t x = d[0], y = d[1], z = d[2];
+#ifdef __CUDACC__
+#pragma unroll
+#endif
+    for (int k = 0; k < 16; ++k) b[k] = 0;
     b[0] = (real_t)NUREC_SH_C0;
     if (deg < 1) return;
     const real_t c1 = (real_t)NUREC_SH_C1;
     b[1] = -c1 * y; b[2] = c1 * z; b[3] = -c1 * x;
-    if (db) { db[3 * 1 + 1] = -c1; db[3 * 2 + 2] = c1; db[3 * 3 + 0] = -c1; }
     if (deg < 2) return;
-    real_t xx = x * x, yy = y * y, zz = z * z;
+    const real_t xx = x * x, yy = y * y, zz = z * z;
+    b[4] = (real_t)NUREC_SH_C20 * x * y; b[5] = (real_t)NUREC_SH_C21 * y * z;
+    b[6] = (real_t)NUREC_SH_C22 * (2 * zz - xx - yy);
+    b[7] = (real_t)NUREC_SH_C23 * x * z; b[8] = (real_t)NUREC_SH_C24 * (xx - yy);
+    if (deg < 3) return;
+    b[9] = (real_t)NUREC_SH_C30 * y * (3 * xx - yy);
+    b[10] = (real_t)NUREC_SH_C31 * x * y * z;
+    b[11] = (real_t)NUREC_SH_C32 * y * (4 * zz - xx - yy);
+    b[12] = (real_t)NUREC_SH_C33 * z * (2 * zz - 3 * xx - 3 * yy);
+    b[13] = (real_t)NUREC_SH_C34 * x * (4 * zz - xx - yy);
+    b[14] = (real_t)NUREC_SH_C35 * z * (xx - yy);
+    b[15] = (real_t)NUREC_SH_C36 * x * (xx - 3 * yy);
+}
+
+/* gd = sum_k w[k] d b_k / d d: the basis's VJP in closed form (no table). */
+NUREC_HD void NR(rc_sh_basis_vjp)(int deg, const real_t d[3], const real_t w[16], real_t gd[3]) {
+    const real_t x = d[0], y = d[1], z = d[2];
+    gd[0] = gd[1] = gd[2] = 0;
+    if (deg < 1) return;
+    const real_t c1 = (real_t)NUREC_SH_C1;
+    gd[0] = -c1 * w[3]; gd[1] = -c1 * w[1]; gd[2] = c1 * w[2];
+    if (deg < 2) return;
     const real_t c20 = (real_t)NUREC_SH_C20, c21 = (real_t)NUREC_SH_C21, c22 = (real_t)NUREC_SH_C22,
                  c23 = (real_t)NUREC_SH_C23, c24 = (real_t)NUREC_SH_C24;
-    b[4] = c20 * x * y; b[5] = c21 * y * z; b[6] = c22 * (2 * zz - xx - yy);
-    b[7] = c23 * x * z; b[8] = c24 * (xx - yy);
-    if (db) {
-        db[12] = c20 * y; db[13] = c20 * x;
-        db[16] = c21 * z; db[17] = c21 * y;
-        db[18] = -2 * c22 * x; db[19] = -2 * c22 * y; db[20] = 4 * c22 * z;
-        db[21] = c23 * z; db[23] = c23 * x;
-        db[24] = 2 * c24 * x; db[25] = -2 * c24 * y;
-    }
+    gd[0] += c20 * y * w[4] - 2 * c22 * x * w[6] + c23 * z * w[7] + 2 * c24 * x * w[8];
+    gd[1] += c20 * x * w[4] + c21 * z * w[5] - 2 * c22 * y * w[6] - 2 * c24 * y * w[8];
+    gd[2] += c21 * y * w[5] + 4 * c22 * z * w[6] + c23 * x * w[7];
     if (deg < 3) return;
+    const real_t xx = x * x, yy = y * y, zz = z * z;
     const real_t c30 = (real_t)NUREC_SH_C30, c31 = (real_t)NUREC_SH_C31, c32 = (real_t)NUREC_SH_C32,
                  c33 = (real_t)NUREC_SH_C33, c34 = (real_t)NUREC_SH_C34, c35 = (real_t)NUREC_SH_C35,
                  c36 = (real_t)NUREC_SH_C36;
-    b[9] = c30 * y * (3 * xx - yy);
-    b[10] = c31 * x * y * z;
-    b[11] = c32 * y * (4 * zz - xx - yy);
-    b[12] = c33 * z * (2 * zz - 3 * xx - 3 * yy);
-    b[13] = c34 * x * (4 * zz - xx - yy);
-    b[14] = c35 * z * (xx - yy);
-    b[15] = c36 * x * (xx - 3 * yy);
-    if (db) {
-        db[27] = 6 * c30 * x * y; db[28] = c30 * (3 * xx - 3 * yy);
-        db[30] = c31 * y * z; db[31] = c31 * x * z; db[32] = c31 * x * y;
-        db[33] = -2 * c32 * x * y; db[34] = c32 * (4 * zz - xx - 3 * yy); db[35] = 8 * c32 * y * z;
-        db[36] = -6 * c33 * x * z; db[37] = -6 * c33 * y * z; db[38] = c33 * (6 * zz - 3 * xx - 3 * yy);
-        db[39] = c34 * (4 * zz - 3 * xx - yy); db[40] = -2 * c34 * x * y; db[41] = 8 * c34 * x * z;
-        db[42] = 2 * c35 * x * z; db[43] = -2 * c35 * y * z; db[44] = c35 * (xx - yy);
-        db[45] = c36 * (3 * xx - 3 * yy); db[46] = -6 * c36 * x * y;
-    }
+    gd[0] += 6 * c30 * x * y * w[9] + c31 * y * z * w[10] - 2 * c32 * x * y * w[11] - 6 * c33 * x * z * w[12] +
+             c34 * (4 * zz - 3 * xx - yy) * w[13] + 2 * c35 * x * z * w[14] + c36 * (3 * xx - 3 * yy) * w[15];
+    gd[1] += c30 * (3 * xx - 3 * yy) * w[9] + c31 * x * z * w[10] + c32 * (4 * zz - xx - 3 * yy) * w[11] -
+             6 * c33 * y * z * w[12] - 2 * c34 * x * y * w[13] - 2 * c35 * y * z * w[14] - 6 * c36 * x * y * w[15];
+    gd[2] += c31 * x * y * w[10] + 8 * c32 * y * z * w[11] + c33 * (6 * zz - 3 * xx - 3 * yy) * w[12] +
+             8 * c34 * x * z * w[13] + c35 * (xx - yy) * w[14];
 }
 
 /* Unit view direction from the camera centre to the mean, and 1 / distance. */
@@ -366,38 +375,44 @@ NUREC_HD void NR(rc_sh_color)(int deg, const real_t* coeffs, const real_t m[3],
                               const real_t campos[3], real_t out[3]) {
     real_t d[3], inv, b[16];
     NR(rc_view_dir)(m, campos, d, &inv);
-    NR(rc_sh_basis)(deg, d, b, (real_t*)0);
-    int n = (deg + 1) * (deg + 1);
-    for (int ch = 0; ch < 3; ++ch) {
-        real_t acc = 0;
-        for (int k = 0; k < n; ++k) acc += b[k] * coeffs[3 * k + ch];
-        acc += (real_t)0.5;
-        out[ch] = acc > 0 ? acc : (real_t)0;
-    }
+    NR(rc_sh_basis)(deg, d, b);
+    const int n = (deg + 1) * (deg + 1);
+    real_t acc[3] = {(real_t)0.5, (real_t)0.5, (real_t)0.5};
+    NUREC_UNROLL
+    for (int k = 0; k < 16; ++k)
+        if (k < n)
+            for (int ch = 0; ch < 3; ++ch) acc[ch] += b[k] * coeffs[3 * k + ch];
+    for (int ch = 0; ch < 3; ++ch) out[ch] = acc[ch] > 0 ? acc[ch] : (real_t)0;
 }
 
 /* VJP of rc_sh_color: adds to gcoeffs [K, 3] and to gm[3]. */
 NUREC_HD void NR(rc_sh_color_vjp)(int deg, const real_t* coeffs, const real_t m[3],
                                   const real_t campos[3], const real_t gcol[3], real_t* gcoeffs,
                                   real_t gm[3]) {
-    real_t d[3], inv, b[16], db[48];
+    real_t d[3], inv, b[16], w[16];
     NR(rc_view_dir)(m, campos, d, &inv);
-    NR(rc_sh_basis)(deg, d, b, db);
-    int n = (deg + 1) * (deg + 1);
-    real_t gd[3] = {0, 0, 0};
-    for (int ch = 0; ch < 3; ++ch) {
-        real_t acc = (real_t)0.5;
-        for (int k = 0; k < n; ++k) acc += b[k] * coeffs[3 * k + ch];
-        if (!(acc >= 0)) continue; /* clamped (gradient passes at exactly 0, as torch.clamp) */
-        real_t g = gcol[ch];
-        for (int k = 0; k < n; ++k) {
-            gcoeffs[3 * k + ch] += b[k] * g;
-            real_t gc = coeffs[3 * k + ch] * g;
-            gd[0] += db[3 * k] * gc; gd[1] += db[3 * k + 1] * gc; gd[2] += db[3 * k + 2] * gc;
-        }
+    NR(rc_sh_basis)(deg, d, b);
+    const int n = (deg + 1) * (deg + 1);
+    real_t acc[3] = {(real_t)0.5, (real_t)0.5, (real_t)0.5}, g[3];
+    NUREC_UNROLL
+    for (int k = 0; k < 16; ++k)
+        if (k < n)
+            for (int ch = 0; ch < 3; ++ch) acc[ch] += b[k] * coeffs[3 * k + ch];
+    /* clamped channels pass no gradient (it passes at exactly 0, as torch.clamp) */
+    for (int ch = 0; ch < 3; ++ch) g[ch] = acc[ch] >= 0 ? gcol[ch] : (real_t)0;
+    NUREC_UNROLL
+    for (int k = 0; k < 16; ++k) {
+        w[k] = 0;
+        if (k < n)
+            for (int ch = 0; ch < 3; ++ch) {
+                gcoeffs[3 * k + ch] += b[k] * g[ch];
+                w[k] += coeffs[3 * k + ch] * g[ch];
+            }
     }
+    real_t gd[3];
+    NR(rc_sh_basis_vjp)(deg, d, w, gd);
     /* d = v / |v|: dv = (gd - d (d . gd)) / |v| */
-    real_t dd = d[0] * gd[0] + d[1] * gd[1] + d[2] * gd[2];
+    const real_t dd = d[0] * gd[0] + d[1] * gd[1] + d[2] * gd[2];
     for (int k = 0; k < 3; ++k) gm[k] += (gd[k] - d[k] * dd) * inv;
 }
 
