@@ -32,68 +32,25 @@ extern "C" {
 #define NUREC_RC_GREC_SIZE NUREC_SPLAT_GREC_SIZE
 
 typedef struct nurec_rasterize_camera_params {
-    int dtype;
+    NUREC_SPLAT_PARAMS_FIELDS /* tiles/splat.h: the Gaussians, poses, binning, parts, gradients */
     int64_t num_cameras;     /* C */
-    int64_t num_gaussians;   /* N */
-    int width, height;
-    int tiles_x, tiles_y;
-    int64_t channels;        /* D (3 with SH) */
+    int width, height;       /* the cells: pixels */
     int sh_degree;           /* -1: features [N, D]; 0..3: SH [N, K, 3] */
     int64_t sh_coeffs;       /* K */
-    double near_plane, far_plane;
-    /* inputs, dense */
-    const void* means;       /* [N, 3] */
-    const void* quats;       /* [N, 4] */
-    const void* scales;      /* [N, 3] */
-    const void* opacities;   /* [N] */
-    const void* features;    /* [N, D] or [N, K, 3] */
-    const void* viewmats;    /* [C, 4, 4] */
+    /* the camera's inputs, dense */
     const void* Ks;          /* [C, 3, 3] */
     int camera_model;        /* enum nurec_camera_model (sensors/camera_models.h) */
     const void* model_params; /* [C, NUREC_CAM_PARAMS] packed per camera, or NULL (pinhole) */
-    int shutter;             /* enum nurec_shutter (sensors/rolling_shutter.h) */
-    const void* viewmats_end; /* [C, 4, 4] world -> camera at the frame's end, or NULL (global) */
-    void* taus;              /* [C, N] each item's own time: written by the forward projection, read by
-                                the backward's (rolling shutters; unused for global) */
+    int shutter;             /* enum nurec_shutter (sensors/rolling_shutter.h); viewmats_end with it */
     const void* backgrounds; /* [C, D] or NULL */
-    /* intermediates (forward writes, backward reads) */
-    void* records;           /* [C, N, NUREC_TREC_SIZE] */
-    int64_t* counts;         /* [C * N] */
-    int64_t* offsets;        /* [C * N] */
-    void* colors;            /* SH: [C, N, 3] evaluated colours; else unused */
-    int32_t* isect_items;    /* [capacity] */
-    int64_t capacity;
-    int64_t* tile_ranges;    /* [C, tiles_y, tiles_x, 2] */
-    int64_t* status;         /* [2] needed intersections, overflowed */
-    void* final_T;           /* [C, H, W] */
-    int32_t* last;           /* [C, H, W] entries consumed per pixel (from the tile start) */
-    /* Long lists cut into parts (CUDA only; 0 or 1: none), as the lidar's:
-     * a tile whose list is longer than segment_min is composited by up to
-     * `segments` blocks, each on its own part of the list from T = 1, and
-     * the parts are chained per pixel (rasterize_camera_cuda_generic.cuh). */
-    int segments;
-    int64_t segment_min;
-    void* seg_state;         /* [segments, C, H, W, D + 2] per part: features, depth, T */
-    int32_t* seg_last;       /* [segments, C, H, W] per part: last entry | NUREC_SPLAT_SEG_* flags */
-    void* workspace;         /* CUDA binning scratch */
-    size_t workspace_bytes;
-    /* forward outputs */
+    void* colors;            /* SH: [C, N, 3] evaluated colours (forward writes); else unused */
+    /* forward outputs (and alpha) */
     void* render;            /* [C, H, W, D] */
     void* depth;             /* [C, H, W] */
-    void* alpha;             /* [C, H, W] */
     /* backward */
     const void* grad_render; /* [C, H, W, D] */
     const void* grad_depth;  /* [C, H, W] */
-    const void* grad_alpha;  /* [C, H, W] */
-    void* grad_records;      /* [C, N, NUREC_RC_GREC_SIZE] scratch, zeroed by the launcher */
-    void* grad_abs;          /* [C, N, 2] sum over pixels of |d loss / d (u, v)| (SPEC 8's absgrad;
-                                the glue allows it with one pass of channels), or NULL */
     void* grad_colors;       /* SH: [C, N, 3] scratch (zeroed); features: unused */
-    void* grad_means;        /* [N, 3] */
-    void* grad_quats;        /* [N, 4] */
-    void* grad_scales;       /* [N, 3] */
-    void* grad_opacities;    /* [N] */
-    void* grad_features;     /* [N, D] or [N, K, 3] */
 } nurec_rasterize_camera_params;
 
 /* Fills the binning params of this call (shared by both devices). */

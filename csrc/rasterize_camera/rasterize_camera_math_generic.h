@@ -1,4 +1,5 @@
 /* Generic over real_t (see math/generic.h). */
+#include "sensors/camera_pinhole_generic.h"
 #include "sensors/camera_models_generic.h"
 #include "sensors/rolling_shutter_generic.h"
 
@@ -117,14 +118,6 @@ NUREC_HD void NR(rc_camera_at_time)(const nurec_rasterize_camera_params* p, int6
         NR(rc_rolling_at)(cam, sp, taus[it]);
 }
 
-/* v clamped to [lim[0], lim[1]]; *clamped tells whether it was moved (at
- * a bound exactly it was not: the gradient passes, as torch.clamp's). A NaN
- * stays NaN. */
-NUREC_HD real_t NR(rc_clamp)(real_t v, const real_t lim[2], int* clamped) {
-    *clamped = v < lim[0] || v > lim[1];
-    return v < lim[0] ? lim[0] : (v > lim[1] ? lim[1] : v);
-}
-
 /* Forward intermediates of the projection of one Gaussian (for the VJP). */
 typedef struct NR(rc_proj) {
     real_t qn[4], inv_qnorm, Rq[9]; /* unit quaternion, 1/|q|, its rotation */
@@ -143,8 +136,8 @@ NUREC_HD void NR(rc_model_point)(const NR(rc_camera)* cam, NR(rc_proj)* P, real_
     const real_t z = P->p[2];
     P->clamped_x = P->clamped_y = 0;
     if (cam->model.model == NUREC_CAM_OPENCV) {
-        P->tx = z * NR(rc_clamp)(P->p[0] / z, cam->lim_x, &P->clamped_x);
-        P->ty = z * NR(rc_clamp)(P->p[1] / z, cam->lim_y, &P->clamped_y);
+        P->tx = z * NR(cam_clamp)(P->p[0] / z, cam->lim_x, &P->clamped_x);
+        P->ty = z * NR(cam_clamp)(P->p[1] / z, cam->lim_y, &P->clamped_y);
     } else {
         P->tx = P->p[0];
         P->ty = P->p[1];
@@ -232,24 +225,21 @@ NUREC_HD int NR(rc_project)(const NR(rc_camera)* cam, const real_t m[3], const r
     rec[NUREC_TREC_O] = o;
     for (int r = 0; r < 3; ++r)
         P->p[r] = R[3 * r] * m[0] + R[3 * r + 1] * m[1] + R[3 * r + 2] * m[2] + cam->t[r];
-    real_t x = P->p[0], y = P->p[1], z = P->p[2];
+    const real_t z = P->p[2];
     rec[NUREC_TREC_DEPTH] = z;
     if (cam->model.model != NUREC_CAM_PINHOLE)
         return NR(rc_project_model)(cam, q, s, o, near_plane, far_plane, P, rec);
     if (!(z > near_plane && z < far_plane)) return 0;
     NR(splat_rm)(R, q, s, P->qn, &P->inv_qnorm, P->Rq, P->RM);
-    real_t iz = 1 / z;
-    P->tx = z * NR(rc_clamp)(x * iz, cam->lim_x, &P->clamped_x);
-    P->ty = z * NR(rc_clamp)(y * iz, cam->lim_y, &P->clamped_y);
-    real_t j00 = cam->fx * iz, j02 = -cam->fx * P->tx * iz * iz;
-    real_t j11 = cam->fy * iz, j12 = -cam->fy * P->ty * iz * iz;
+    NR(pinhole_clamp_point)(P->p, cam->lim_x, cam->lim_y, &P->tx, &P->ty, &P->clamped_x, &P->clamped_y);
+    real_t j[4]; /* J = [[j0, 0, j1], [0, j2, j3]] */
+    NR(pinhole_jacobian)(cam->fx, cam->fy, z, P->tx, P->ty, j);
     for (int k = 0; k < 3; ++k) {
-        P->T[k] = j00 * P->RM[k] + j02 * P->RM[6 + k];
-        P->T[3 + k] = j11 * P->RM[3 + k] + j12 * P->RM[6 + k];
+        P->T[k] = j[0] * P->RM[k] + j[1] * P->RM[6 + k];
+        P->T[3 + k] = j[2] * P->RM[3 + k] + j[3] * P->RM[6 + k];
     }
     NR(splat_cov2d)(P->T, (real_t)NUREC_RC_EPS2D, &P->a, &P->b, &P->c, &P->det);
-    rec[NUREC_TREC_U] = cam->fx * x * iz + cam->cx;
-    rec[NUREC_TREC_V] = cam->fy * y * iz + cam->cy;
+    NR(pinhole_pixel)(cam->fx, cam->fy, cam->cx, cam->cy, P->p, &rec[NUREC_TREC_U], &rec[NUREC_TREC_V]);
     if (!(P->det > 0)) return 0;
     rec[NUREC_TREC_A] = P->c / P->det;
     rec[NUREC_TREC_B] = -P->b / P->det;
@@ -266,7 +256,6 @@ NUREC_HD void NR(rc_project_vjp)(const NR(rc_camera)* cam, const real_t m[3], co
                                  const real_t s[3], const NR(rc_proj)* P, const real_t* g,
                                  real_t gm[3], real_t gq[4], real_t gs[3]) {
     const real_t* R = cam->R;
-    real_t x = P->p[0], y = P->p[1], z = P->p[2], iz = 1 / z, iz2 = iz * iz;
     real_t dT[6];
     NR(splat_conic_vjp)(P->a, P->b, P->c, P->det, P->T, g + 2, dT);
     if (cam->model.model != NUREC_CAM_PINHOLE) {
@@ -277,31 +266,24 @@ NUREC_HD void NR(rc_project_vjp)(const NR(rc_camera)* cam, const real_t m[3], co
         return;
     }
     /* T = J RM: dJ = dT RM^T, dRM = J^T dT */
-    real_t dj00 = 0, dj02 = 0, dj11 = 0, dj12 = 0;
+    real_t dj[4] = {0, 0, 0, 0}, j[4];
     for (int k = 0; k < 3; ++k) {
-        dj00 += dT[k] * P->RM[k];
-        dj02 += dT[k] * P->RM[6 + k];
-        dj11 += dT[3 + k] * P->RM[3 + k];
-        dj12 += dT[3 + k] * P->RM[6 + k];
+        dj[0] += dT[k] * P->RM[k];
+        dj[1] += dT[k] * P->RM[6 + k];
+        dj[2] += dT[3 + k] * P->RM[3 + k];
+        dj[3] += dT[3 + k] * P->RM[6 + k];
     }
-    real_t j00 = cam->fx * iz, j02 = -cam->fx * P->tx * iz2;
-    real_t j11 = cam->fy * iz, j12 = -cam->fy * P->ty * iz2;
+    NR(pinhole_jacobian)(cam->fx, cam->fy, P->p[2], P->tx, P->ty, j);
     real_t dRM[9];
     for (int k = 0; k < 3; ++k) {
-        dRM[k] = j00 * dT[k];
-        dRM[3 + k] = j11 * dT[3 + k];
-        dRM[6 + k] = j02 * dT[k] + j12 * dT[3 + k];
+        dRM[k] = j[0] * dT[k];
+        dRM[3 + k] = j[2] * dT[3 + k];
+        dRM[6 + k] = j[1] * dT[k] + j[3] * dT[3 + k];
     }
-    /* camera-space mean: through J, the projected centre and the depth.
-     * j02 = -fx tx / z^2 with tx = x unclamped (d/dx = -fx / z^2, d/dz =
-     * 2 fx x / z^3) or tx = z c, c the bound (d/dx = 0, d/dz = fx c / z^2 =
-     * fx tx / z^3); j12 likewise. */
-    real_t gx = (P->clamped_x ? 0 : dj02 * (-cam->fx * iz2)) + g[0] * cam->fx * iz;
-    real_t gy = (P->clamped_y ? 0 : dj12 * (-cam->fy * iz2)) + g[1] * cam->fy * iz;
-    real_t gz = dj00 * (-cam->fx * iz2) + dj02 * (cam->fx * (P->clamped_x ? P->tx : 2 * x) * iz2 * iz) +
-                dj11 * (-cam->fy * iz2) + dj12 * (cam->fy * (P->clamped_y ? P->ty : 2 * y) * iz2 * iz) -
-                g[0] * cam->fx * x * iz2 - g[1] * cam->fy * y * iz2 + g[6];
-    for (int k = 0; k < 3; ++k) gm[k] += R[k] * gx + R[3 + k] * gy + R[6 + k] * gz;
+    /* the camera-space mean: through J, the pixel and the depth */
+    real_t gp[3];
+    NR(pinhole_vjp)(cam->fx, cam->fy, P->p, P->tx, P->ty, P->clamped_x, P->clamped_y, g[0], g[1], g[6], dj, gp);
+    for (int k = 0; k < 3; ++k) gm[k] += R[k] * gp[0] + R[3 + k] * gp[1] + R[6 + k] * gp[2];
     NR(splat_rm_vjp)(R, P->qn, P->inv_qnorm, P->Rq, s, dRM, gq, gs);
     (void)m; (void)q;
 }

@@ -63,65 +63,23 @@ extern "C" {
 #define NUREC_RL_MAX_SEGMENTS NUREC_SPLAT_MAX_SEGMENTS
 
 typedef struct nurec_rasterize_lidar_params {
-    int dtype;
+    NUREC_SPLAT_PARAMS_FIELDS /* tiles/splat.h: the Gaussians, poses, binning, parts, gradients */
     int64_t num_sweeps;      /* C */
-    int64_t num_gaussians;   /* N */
-    int rows, cols;          /* R, W */
-    int tiles_x, tiles_y;    /* ceil(W / TILE_COLS), ceil(R / TILE_ROWS) */
-    int64_t channels;        /* D */
-    double near_plane, far_plane, eps2d;
-    /* inputs, dense */
-    const void* means;       /* [N, 3] */
-    const void* quats;       /* [N, 4] */
-    const void* scales;      /* [N, 3] */
-    const void* opacities;   /* [N] */
-    const void* features;    /* [N, D] */
-    const void* viewmats;    /* [C, 4, 4] world -> lidar */
+    int rows, cols;          /* R, W: the cells are rays */
+    double eps2d;
+    /* the lidar's inputs, dense */
     const void* row_elevations;      /* [R] monotone or not (rows are scanned) */
     const void* column_azimuths;     /* [W] canonical: ascending, spanning < 2 pi (may exceed pi) */
     const int32_t* column_order;     /* [W] the user's column of each canonical column */
-    /* SPEC 7's rolling shutter (the spin): NULL for a global shutter */
-    const void* viewmats_end;        /* [C, 4, 4] world -> lidar at the sweep's end */
-    const void* column_times;        /* [W] canonical: each column's relative firing time */
-    void* taus;                      /* [C, N] each item's own time (forward writes, backward reads) */
+    const void* column_times;        /* [W] canonical: each column's relative firing time (with viewmats_end) */
     const void* row_azimuth_offsets; /* [R] */
-    /* intermediates (forward writes, backward reads) */
-    void* records;           /* [C, N, NUREC_TREC_SIZE] */
-    int64_t* counts;         /* [C * N] */
-    int64_t* offsets;        /* [C * N] */
-    int32_t* boxes;          /* [C * N, NUREC_BOX_SIZE] tile rectangles */
-    int32_t* isect_items;    /* [capacity] */
-    int64_t capacity;
-    int64_t* tile_ranges;    /* [C, tiles_y, tiles_x, 2] */
-    int64_t* status;         /* [2] needed intersections, overflowed */
-    void* final_T;           /* [C, R, W] */
-    int32_t* last;           /* [C, R, W] entries consumed per ray (from the tile start) */
-    /* Long lists split into segments (CUDA only; 0 or 1: none). A tile whose
-     * list is longer than segment_min is composited by up to `segments`
-     * blocks per tile slice, each on its own part of the list, and the parts
-     * are combined per ray (see rasterize_lidar_cuda_generic.cuh). */
-    int segments;
-    int64_t segment_min;
-    void* seg_state;         /* [segments, C, R, W, D + 2] per part: features, range, T */
-    int32_t* seg_last;       /* [segments, C, R, W] per part: last entry | NUREC_RL_SEG_STOPPED */
-    void* workspace;         /* CUDA binning scratch */
-    size_t workspace_bytes;
-    /* forward outputs */
+    int32_t* boxes;          /* [C * N, NUREC_BOX_SIZE] tile rectangles (forward writes) */
+    /* forward outputs (and alpha) */
     void* out_features;      /* [C, R, W, D] */
     void* range;             /* [C, R, W] */
-    void* alpha;             /* [C, R, W] */
     /* backward */
     const void* grad_out_features; /* [C, R, W, D] */
     const void* grad_range;  /* [C, R, W] */
-    const void* grad_alpha;  /* [C, R, W] */
-    void* grad_records;      /* [C, N, NUREC_SPLAT_GREC_SIZE] scratch, zeroed by the launcher */
-    void* grad_abs;          /* [C, N, 2] sum over rays of |d loss / d (azimuth, elevation)| (SPEC 8's
-                                absgrad; the glue allows it with one pass of channels), or NULL */
-    void* grad_means;        /* [N, 3] */
-    void* grad_quats;        /* [N, 4] */
-    void* grad_scales;       /* [N, 3] */
-    void* grad_opacities;    /* [N] */
-    void* grad_features;     /* [N, D] */
 } nurec_rasterize_lidar_params;
 
 /* Fills the binning params of this call (shared by both devices). */

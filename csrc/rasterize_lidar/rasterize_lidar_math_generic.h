@@ -12,6 +12,7 @@ NUREC_HD real_t NR(rl_wrap)(real_t x) {
     return x - (real_t)NUREC_RL_TWO_PI * RL_CEIL((x - (real_t)NUREC_RL_PI) / (real_t)NUREC_RL_TWO_PI);
 }
 
+#include "sensors/lidar_spinning_generic.h"
 #include "sensors/rolling_shutter_generic.h"
 
 /* Alpha of record r at ray (az, el): d = (wrap(az - u), el - v). */
@@ -38,13 +39,10 @@ NUREC_HD void NR(rl_sensor_load)(const real_t* V, NR(rl_sensor)* c) {
  * lidar's field (range, elevation). */
 NUREC_HD int NR(rl_mean_azimuth)(const NR(rl_sensor)* S, const real_t m[3], real_t near_plane, real_t far_plane,
                                  real_t* az) {
-    real_t p[3];
-    for (int r = 0; r < 3; ++r) p[r] = S->R[3 * r] * m[0] + S->R[3 * r + 1] * m[1] + S->R[3 * r + 2] * m[2] + S->t[r];
-    const real_t rho2 = p[0] * p[0] + p[1] * p[1], r = R_SQRT(rho2 + p[2] * p[2]);
-    if (!(r > near_plane && r < far_plane) || !(rho2 > 0)) return 0;
-    if (!(R_FABS(R_ATAN2(p[2], R_SQRT(rho2))) <= (real_t)NUREC_RL_MAX_ELEVATION)) return 0;
-    *az = R_ATAN2(p[1], p[0]);
-    return 1;
+    real_t p[3], el, r, rho2;
+    for (int k = 0; k < 3; ++k) p[k] = S->R[3 * k] * m[0] + S->R[3 * k + 1] * m[1] + S->R[3 * k + 2] * m[2] + S->t[k];
+    NR(spin_measure)(p, az, &el, &r, &rho2);
+    return r > near_plane && r < far_plane && rho2 > 0 && R_FABS(el) <= (real_t)NUREC_RL_MAX_ELEVATION;
 }
 
 /* The canonical column nearest to azimuth a (round the circle): the
@@ -140,21 +138,19 @@ NUREC_HD int NR(rl_project)(const NR(rl_sensor)* S, const real_t m[3], const rea
     rec[NUREC_TREC_O] = o;
     for (int r = 0; r < 3; ++r)
         P->p[r] = R[3 * r] * m[0] + R[3 * r + 1] * m[1] + R[3 * r + 2] * m[2] + S->t[r];
-    real_t x = P->p[0], y = P->p[1], z = P->p[2];
-    real_t rho2 = x * x + y * y, rho = R_SQRT(rho2), r = R_SQRT(rho2 + z * z);
+    real_t az, el, r, rho2;
+    NR(spin_measure)(P->p, &az, &el, &r, &rho2);
     rec[NUREC_TREC_DEPTH] = r;
     if (!(r > near_plane && r < far_plane)) return 0;
-    real_t el = R_ATAN2(z, rho), az = R_ATAN2(y, x);
     rec[NUREC_TREC_U] = az;
     rec[NUREC_TREC_V] = el;
     if (!(R_FABS(el) <= (real_t)NUREC_RL_MAX_ELEVATION) || !(rho2 > 0)) return 0;
     NR(splat_rm)(R, q, s, P->qn, &P->inv_qnorm, P->Rq, P->RM);
-    real_t irho2 = 1 / rho2, g = 1 / (r * r * rho);
-    real_t j00 = -y * irho2, j01 = x * irho2;
-    real_t j10 = -x * z * g, j11 = -y * z * g, j12 = rho2 * g;
+    real_t J0[3], J1[3];
+    NR(spin_jacobian)(P->p, rho2, r, J0, J1);
     for (int k = 0; k < 3; ++k) {
-        P->T[k] = j00 * P->RM[k] + j01 * P->RM[3 + k];
-        P->T[3 + k] = j10 * P->RM[k] + j11 * P->RM[3 + k] + j12 * P->RM[6 + k];
+        P->T[k] = J0[0] * P->RM[k] + J0[1] * P->RM[3 + k];
+        P->T[3 + k] = J1[0] * P->RM[k] + J1[1] * P->RM[3 + k] + J1[2] * P->RM[6 + k];
     }
     NR(splat_cov2d)(P->T, eps2d, &P->a, &P->b, &P->c, &P->det);
     if (!(P->det > 0)) return 0;
@@ -171,11 +167,9 @@ NUREC_HD int NR(rl_project)(const NR(rl_sensor)* S, const real_t m[3], const rea
 NUREC_HD void NR(rl_project_vjp)(const NR(rl_sensor)* S, const real_t s[3], const NR(rl_proj)* P,
                                  const real_t* g, real_t gm[3], real_t gq[4], real_t gs[3]) {
     const real_t* R = S->R;
-    real_t x = P->p[0], y = P->p[1], z = P->p[2];
-    real_t rho2 = x * x + y * y, rho = R_SQRT(rho2), r2 = rho2 + z * z, r = R_SQRT(r2);
-    real_t irho2 = 1 / rho2, ir2 = 1 / r2, gg = ir2 / rho;
-    real_t J0[3] = {-y * irho2, x * irho2, 0};
-    real_t J1[3] = {-x * z * gg, -y * z * gg, rho2 * gg};
+    const real_t x = P->p[0], y = P->p[1], z = P->p[2], rho2 = x * x + y * y;
+    real_t J0[3], J1[3];
+    NR(spin_jacobian)(P->p, rho2, R_SQRT(rho2 + z * z), J0, J1);
     real_t dT[6];
     NR(splat_conic_vjp)(P->a, P->b, P->c, P->det, P->T, g + 2, dT);
     /* T = J RM: dJ = dT RM^T, dRM = J^T dT */
@@ -185,25 +179,9 @@ NUREC_HD void NR(rl_project_vjp)(const NR(rl_sensor)* S, const real_t s[3], cons
         dJ1[b] = dT[3] * P->RM[3 * b] + dT[4] * P->RM[3 * b + 1] + dT[5] * P->RM[3 * b + 2];
         for (int k = 0; k < 3; ++k) dRM[3 * b + k] = J0[b] * dT[k] + J1[b] * dT[3 + k];
     }
-    /* J0 = (-y, x, 0) / rho^2 */
-    real_t dm0 = -y * dJ0[0] + x * dJ0[1];
-    real_t lx = 2 * x * irho2, ly = 2 * y * irho2;
-    real_t gx = irho2 * (dJ0[1] - lx * dm0);
-    real_t gy = irho2 * (-dJ0[0] - ly * dm0);
-    real_t gz = 0;
-    /* J1 = n gg, n = (-x z, -y z, rho^2), gg = 1 / (r^2 rho):
-     * d gg / dp = -gg h, h = (x (2/r^2 + 1/rho^2), y (2/r^2 + 1/rho^2), 2 z / r^2) */
-    real_t dn1 = -x * z * dJ1[0] - y * z * dJ1[1] + rho2 * dJ1[2];
-    real_t hk = 2 * ir2 + irho2;
-    gx += gg * (-z * dJ1[0] + 2 * x * dJ1[2] - x * hk * dn1);
-    gy += gg * (-z * dJ1[1] + 2 * y * dJ1[2] - y * hk * dn1);
-    gz += gg * (-x * dJ1[0] - y * dJ1[1] - 2 * z * ir2 * dn1);
-    /* azimuth (row J0), elevation (row J1), range p / r */
-    real_t ir = 1 / r;
-    gx += g[0] * J0[0] + g[1] * J1[0] + g[6] * x * ir;
-    gy += g[0] * J0[1] + g[1] * J1[1] + g[6] * y * ir;
-    gz += g[1] * J1[2] + g[6] * z * ir;
-    for (int k = 0; k < 3; ++k) gm[k] += R[k] * gx + R[3 + k] * gy + R[6 + k] * gz;
+    real_t gp[3];
+    NR(spin_vjp)(P->p, g[0], g[1], g[6], dJ0, dJ1, gp);
+    for (int k = 0; k < 3; ++k) gm[k] += R[k] * gp[0] + R[3 + k] * gp[1] + R[6 + k] * gp[2];
     NR(splat_rm_vjp)(R, P->qn, P->inv_qnorm, P->Rq, s, dRM, gq, gs);
 }
 

@@ -25,4 +25,56 @@
 #define NUREC_SPLAT_SEG_LAST 0x1fffffff
 #define NUREC_SPLAT_MAX_SEGMENTS 64
 
+/* The fields both rasterizers' params structs share, declared once: a C
+ * base struct (flash-attention's Qkv_params is a C++ one). Each params
+ * struct opens with these, then adds its sensor count and cell grid, its
+ * sensor's own inputs and its outputs' names; the shared glue and kernels
+ * (tiles/splat_glue.h, tiles/) read these by one name. C is the struct's
+ * sensor count; D the feature channels; "cell" a pixel or a lidar ray. */
+#define NUREC_SPLAT_PARAMS_FIELDS \
+    int dtype;               /* enum nurec_dtype */ \
+    int64_t num_gaussians;   /* N */ \
+    int tiles_x, tiles_y;    /* the cell grid's tiles */ \
+    int64_t channels;        /* D */ \
+    double near_plane, far_plane; \
+    /* inputs, dense */ \
+    const void* means;       /* [N, 3] */ \
+    const void* quats;       /* [N, 4] */ \
+    const void* scales;      /* [N, 3] */ \
+    const void* opacities;   /* [N] */ \
+    const void* features;    /* [N, D] (the camera's SH: [N, K, 3]) */ \
+    const void* viewmats;    /* [C, 4, 4] world -> sensor */ \
+    /* SPEC 7's rolling shutter: NULL for a global shutter */ \
+    const void* viewmats_end; /* [C, 4, 4] world -> sensor at the frame's or sweep's end */ \
+    void* taus;              /* [C, N] each item's own time (forward writes, backward reads) */ \
+    /* intermediates (forward writes, backward reads) */ \
+    void* records;           /* [C, N, NUREC_TREC_SIZE] */ \
+    int64_t* counts;         /* [C * N] */ \
+    int64_t* offsets;        /* [C * N] */ \
+    int32_t* isect_items;    /* [capacity] */ \
+    int64_t capacity; \
+    int64_t* tile_ranges;    /* [C, tiles_y, tiles_x, 2] */ \
+    int64_t* status;         /* [2] needed intersections, overflowed */ \
+    void* final_T;           /* [C, cells] */ \
+    int32_t* last;           /* [C, cells] entries consumed per cell (from the tile start) */ \
+    /* Long lists cut into parts (CUDA only; 0 or 1: none): a tile whose */ \
+    /* list is longer than segment_min is composited by up to `segments` */ \
+    /* blocks, each on its own part from T = 1, chained per cell. */ \
+    int segments; \
+    int64_t segment_min; \
+    void* seg_state;         /* [segments, C, cells, D + 2] per part: features, depth, T */ \
+    int32_t* seg_last;       /* [segments, C, cells] per part: last entry | NUREC_SPLAT_SEG_* flags */ \
+    void* workspace;         /* CUDA binning scratch */ \
+    size_t workspace_bytes; \
+    void* alpha;             /* [C, cells] forward output */ \
+    /* backward */ \
+    const void* grad_alpha;  /* [C, cells] */ \
+    void* grad_records;      /* [C, N, NUREC_SPLAT_GREC_SIZE] scratch, zeroed by the launcher */ \
+    void* grad_abs;          /* [C, N, 2] SPEC 8's absgrad (one pass of channels), or NULL */ \
+    void* grad_means;        /* [N, 3] */ \
+    void* grad_quats;        /* [N, 4] */ \
+    void* grad_scales;       /* [N, 3] */ \
+    void* grad_opacities;    /* [N] */ \
+    void* grad_features;     /* as features */
+
 #endif /* NUREC_SPLAT_H */
