@@ -358,3 +358,39 @@ def test_train_ncore_densifies(written, tmp_path, strategy):
     assert m["gaussians_final"] != m["gaussians"]
     assert m["psnr_final"] > m["psnr_start"] + 1
     assert os.path.exists(tmp_path / "loss.png")
+
+
+@pytest.mark.parametrize("cache_bytes", [1 << 30, 1])
+def test_read_ahead_equals_load_clip(clip, written, cache_bytes):
+    """open_clip reads the metadata only (points of the sweeps it names);
+    the read-ahead's frames, in a schedule with repeats, equal load_clip's
+    (a cache of one frame re-decodes what it evicted, to the same values)."""
+    from nurec_ops.io import open_clip
+
+    lazy = open_clip(written[0], dtype=torch.float64, point_sweeps=2)
+    for name, cam in lazy.cameras.items():
+        assert cam.images is None and torch.equal(cam.viewmats_end, clip.cameras[name].viewmats_end)
+    for name, lid in lazy.lidars.items():
+        full = clip.lidars[name]
+        assert lid.ranges is None and torch.equal(lid.viewmats, full.viewmats)
+        assert torch.unique(lid.point_sweeps).tolist() == [0, 4]
+        keep = (full.point_sweeps == 0) | (full.point_sweeps == 4)
+        assert torch.equal(lid.points, full.points[keep]) and torch.equal(lid.point_times_us, full.point_times_us[keep])
+    g = torch.Generator().manual_seed(3)
+    names = sorted(clip.cameras)
+    reqs = [(("camera", names[int(torch.randint(4, (1,), generator=g))], int(torch.randint(5, (1,), generator=g))),
+             ("lidar", "lidar_top" if k % 2 else "lidar_plain", int(torch.randint(5, (1,), generator=g))))
+            for k in range(24)]
+    unique = len({key for r in reqs for key in r})
+    with lazy.frames.read_ahead(reqs, "cpu", dtype=torch.float64, depth=3, workers=2, cache_bytes=cache_bytes) as ra:
+        for k, ((_, cam, f), (_, lid, s)) in enumerate(reqs):
+            image, (ranges, valid, intensity) = ra.get(k)
+            assert torch.equal(image, clip.cameras[cam].images[f])
+            full = clip.lidars[lid]
+            assert torch.equal(ranges, full.ranges[s]) and torch.equal(valid, full.valid[s])
+            assert torch.equal(intensity, full.intensity[s])
+        assert len(ra.waits) == len(reqs) and ra.wait_s >= 0
+        assert ra.decoded == unique if cache_bytes > 1 else ra.decoded > unique
+        with pytest.raises(IndexError, match="in order"):
+            ra.get(0)
+    assert torch.equal(lazy.frames.image("cam_opencv", 2).double() / 255, clip.cameras["cam_opencv"].images[2])
