@@ -375,12 +375,11 @@ def open_clip(path_or_meta_json, device="cpu", dtype=torch.float32, cameras=None
     ``Camera.images`` and ``Lidar.ranges`` / ``valid`` / ``intensity`` are
     None, a lidar's ``points`` come from ``point_sweeps`` sweeps spread
     evenly over the selected ones (None: every sweep; their indices in
-    ``point_sweeps``), enough for ``Clip.initial_gaussians``, and
+    ``point_sweeps``; 0: none yet, ``clip.frames.read_points`` reads them
+    later), enough for ``Clip.initial_gaussians``, and
     ``clip.frames`` is a FrameSource that decodes any frame on demand or
     reads a schedule's frames ahead (``clip.frames.read_ahead``). The
     arguments are load_clip's."""
-    import numpy as np
-
     from .ncore_frames import FrameSource
 
     loader = _open(path_or_meta_json)
@@ -390,12 +389,12 @@ def open_clip(path_or_meta_json, device="cpu", dtype=torch.float32, cameras=None
     lids, lid_src = {}, {}
     for n in _pick(loader.lidar_ids, lidars, "lidars"):
         lids[n], lid_src[n] = _lidar_meta(loader, n, world_frame, time_range_us, device, dtype)
-        S = len(lid_src[n][1])
-        which = range(S) if point_sweeps is None or point_sweeps >= S else \
-            np.unique(np.linspace(0, S - 1, max(1, point_sweeps)).round().astype(np.int64))
-        _read_sweeps(loader, world_frame, lids[n], lid_src[n], which, device, dtype, grids=False)
     clip = _clip(loader, cams, lids, world_frame, device, dtype)
-    clip.frames = FrameSource(cam_src, lid_src)
+    clip.frames = FrameSource(cam_src, lid_src, lambda names, which: [  # noqa: E731
+        _read_sweeps(loader, world_frame, lids[n], lid_src[n], which(len(lid_src[n][1])), device, dtype, False)
+        for n in names])
+    if point_sweeps != 0:
+        clip.frames.read_points(point_sweeps)
     return clip
 
 

@@ -33,9 +33,23 @@ class FrameSource:
     selected when the clip was opened: index f of ``Camera.viewmats``, s of
     ``Lidar.viewmats``). Thread-safe: NCore's tar store reads under a lock."""
 
-    def __init__(self, cameras, lidars):
+    def __init__(self, cameras, lidars, read_points):
         self._cams = cameras  # name -> (sensor, selected frames, record, W, H)
         self._lids = lidars  # name -> (sensor, selected frames, (el, az, off) or None)
+        self._read_points = read_points  # (lidar names, sweep count -> indices) -> fills the Lidars' points
+
+    def read_points(self, point_sweeps=8, lidars=None):
+        """Fills the clip's ``Lidar.points`` / ``point_times_us`` /
+        ``point_sweeps`` of ``lidars`` (default: all) from ``point_sweeps``
+        sweeps spread evenly over each lidar's (None: all of them)."""
+        import numpy as np
+
+        def which(S):
+            if point_sweeps is None or point_sweeps >= S:
+                return range(S)
+            return np.unique(np.linspace(0, S - 1, max(1, point_sweeps)).round().astype(np.int64))
+
+        self._read_points(list(self._lids) if lidars is None else list(lidars), which)
 
     def image(self, camera, f):
         """Camera frame f: uint8 [H, W, 3] on the CPU."""

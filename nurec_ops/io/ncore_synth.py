@@ -232,16 +232,24 @@ class SynthLidar:
     group: str = "lidars"
 
 
-def render_image(street, cam, model, start, end):
-    """The camera's image (uint8 [H, W, 3]), each pixel row from the camera
-    pose at its rolling-shutter time (NCore's rays per pixel centre)."""
+def camera_rays(cam, model):
+    """The cast pixels (u, v) [n, 2], their camera rays [n, 3] (float64)
+    and the cast grid's (h, w)."""
     W, H = (int(v) for v in cam.params.resolution)
     k = cam.render_step
     v, u = np.meshgrid(np.arange(k // 2, H, k).clip(max=H - 1), np.arange(k // 2, W, k).clip(max=W - 1),
                        indexing="ij")
-    h, w = v.shape
     pix = np.stack([u.ravel(), v.ravel()], -1)
-    rays = model.pixels_to_camera_rays(torch.from_numpy(pix)).double().numpy()
+    return pix, model.pixels_to_camera_rays(torch.from_numpy(pix)).double().numpy(), v.shape
+
+
+def render_image(street, cam, model, start, end, rays=None):
+    """The camera's image (uint8 [H, W, 3]), each pixel row from the camera
+    pose at its rolling-shutter time (NCore's rays per pixel centre;
+    ``rays``: camera_rays' result, computed when not given)."""
+    W, H = (int(v) for v in cam.params.resolution)
+    k = cam.render_step
+    pix, rays, (h, w) = camera_rays(cam, model) if rays is None else rays
     tau = pix[:, 1] / (H - 1) if end > start else np.zeros(len(pix))
     t_us = (start + np.round(tau * (end - start))).astype(np.int64)
     T = street.ego.T_rig_world(t_us) @ cam.mount
@@ -290,8 +298,10 @@ def _camera_frame(args):
     import PIL.Image
     import ncore.sensors as ncs
 
-    model = ncs.camera_model_from_parameters(cam.params, device="cpu", dtype=torch.float64)
-    img = render_image(street, cam, model, *cam.spans[f])
+    rays = _JOB.setdefault("rays", {})
+    if c not in rays:  # once per camera and process
+        rays[c] = camera_rays(cam, ncs.camera_model_from_parameters(cam.params, device="cpu", dtype=torch.float64))
+    img = render_image(street, cam, None, *cam.spans[f], rays=rays[c])
     buf = io.BytesIO()
     PIL.Image.fromarray(img).save(buf, format=cam.image_format, **({"quality": 90} if cam.image_format == "jpeg" else {}))
     return buf.getvalue(), (img if _JOB["keep"] else None)
