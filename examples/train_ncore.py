@@ -28,19 +28,23 @@ Prints progress, then camera PSNR and lidar range error before and after.
 ``--out DIR`` writes metrics.json, losses.csv, loss.png and, per camera, a
 ground truth | start | trained panel of its first frame.
 """
-import argparse
-import json
-import math
-import os
-import sys
 import time
 
-import torch
+_T_START = time.perf_counter()  # before torch's import: the time to the first step counts it when run as a script
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import os  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import nurec_ops  # noqa: E402
-from nurec_ops.io.ncore import load_clip  # noqa: E402
+from nurec_ops.io.ncore import open_clip  # noqa: E402
 
 LR = dict(means=0.003, quats=0.01, log_scales=0.01, opacity_logits=0.05, colors=0.02, background=0.05)
 CAMERA_NEAR = 0.2  # metres
@@ -69,9 +73,37 @@ def neighbour_scales(means, track_ids, k=3, chunk=2048):
     return out.log()
 
 
-def build(clip, args, device, dtype):
-    """The trainable Gaussians P and the data D (cameras, the lidar, the
-    schedule), all on the device."""
+def schedule(clip, args, device):
+    """The data D (cameras, the lidar, the schedule, the read-ahead of the
+    schedule's frames), from the clip's metadata alone."""
+    lidar = clip.lidars[args.lidar] if args.lidar else next(
+        (l for l in clip.lidars.values() if l.row_elevations is not None), None)
+    D = NS(tracks=clip.tracks, cams=list(clip.cameras.values()), lidar=lidar, source=clip.frames)
+    D.cam_mid_us = [cam.timestamps_us.sum(1) // 2 for cam in D.cams]  # when to collect for a frame: its middle
+    # the schedule (host): which camera and frame each step, the sweep nearest to it
+    g = torch.Generator().manual_seed(args.seed)
+    views = [(c, f) for c in range(len(D.cams)) for f in range(D.cams[c].timestamps_us.shape[0])]
+    order = []
+    while len(order) < args.steps:
+        order += [views[k] for k in torch.randperm(len(views), generator=g).tolist()]
+    D.schedule, requests = [], []
+    if lidar is not None:
+        D.lidar_mid_us = lidar.timestamps_us.sum(1) // 2
+        sweep_mid = D.lidar_mid_us.cpu()
+    for c, f in order[:args.steps]:
+        s = int((sweep_mid - int(D.cam_mid_us[c][f].cpu())).abs().argmin()) if lidar is not None else 0
+        D.schedule.append((c, torch.tensor([f], device=device), torch.tensor([s], device=device)))
+        requests.append((("camera", D.cams[c].name, f),) + ((("lidar", lidar.name, s),) if lidar is not None else ()))
+    # the frames each step reads: decoded by a thread pool args.read_ahead steps ahead, uploaded without a sync
+    D.frames = clip.frames.read_ahead(requests, device, depth=args.read_ahead, workers=args.read_workers,
+                                      cache_bytes=int(args.frame_cache_gb * 2 ** 30))
+    return D
+
+
+def build(clip, args, D, device, dtype):
+    """The trainable Gaussians P at the lidar points (D gets their track
+    ids and the lidar feature)."""
+    clip.frames.read_points(args.point_sweeps)
     init = clip.initial_gaussians(max_points=args.max_points, seed=args.seed)
     N = init.means.shape[0]
     P = NS(means=init.means.clone(), quats=torch.zeros(N, 4, device=device, dtype=dtype),
@@ -82,25 +114,9 @@ def build(clip, args, device, dtype):
     P.quats[:, 0] = 1
     for v in P.values():
         v.requires_grad_(True)
-    lidar = clip.lidars[args.lidar] if args.lidar else next((l for l in clip.lidars.values() if l.ranges is not None),
-                                                            None)
-    D = NS(track_ids=init.track_ids, tracks=clip.tracks, cams=list(clip.cameras.values()), lidar=lidar,
-           intensity=torch.ones(N, 1, device=device, dtype=dtype))  # the lidar's feature (resized when densifying)
-    D.cam_mid_us = [cam.timestamps_us.sum(1) // 2 for cam in D.cams]  # when to collect for a frame: its middle
-    # the schedule (host): which camera and frame each step, the sweep nearest to it
-    g = torch.Generator().manual_seed(args.seed)
-    views = [(c, f) for c in range(len(D.cams)) for f in range(D.cams[c].timestamps_us.shape[0])]
-    order = []
-    while len(order) < args.steps:
-        order += [views[k] for k in torch.randperm(len(views), generator=g).tolist()]
-    D.schedule = []
-    if lidar is not None:
-        D.lidar_mid_us = lidar.timestamps_us.sum(1) // 2
-        sweep_mid = D.lidar_mid_us.cpu()
-    for c, f in order[:args.steps]:
-        s = int((sweep_mid - int(D.cam_mid_us[c][f])).abs().argmin()) if lidar is not None else 0
-        D.schedule.append((c, torch.tensor([f], device=device), torch.tensor([s], device=device)))
-    return P, D
+    D.track_ids = init.track_ids
+    D.intensity = torch.ones(N, 1, device=device, dtype=dtype)  # the lidar's feature (resized when densifying)
+    return P
 
 
 def gaussians_at(P, D, t):
@@ -131,8 +147,9 @@ def render_lidar(P, D, j):
     return rng[..., 0], alpha[..., 0]
 
 
-def train_step(P, D, opt, c, i, j, dens=None, k=0):
-    """One step; with ``dens`` (a street_densify.Densifier) the camera's meta
+def train_step(P, D, opt, c, i, j, frames, dens=None, k=0):
+    """One step on ``frames`` (the read-ahead's: the camera image [H, W, 3],
+    the lidar sweep's (ranges, valid, intensity) [R, W]); with ``dens`` (a street_densify.Densifier) the camera's meta
     feeds gsplat's strategy around the backward (it may change the number of
     Gaussians) and ``opt`` holds only the background."""
     if dens is not None:
@@ -140,13 +157,13 @@ def train_step(P, D, opt, c, i, j, dens=None, k=0):
         info = dens.info(meta, D.cams[c].width, D.cams[c].height)
     else:
         render = render_camera(P, D, c, i)
-    cam_loss = (render - D.cams[c].images.index_select(0, i)).abs().mean()
+    cam_loss = (render - frames[0][None]).abs().mean()
     loss, lidar_loss = cam_loss, torch.zeros_like(cam_loss)
     if D.lidar is not None:
         rng, alpha = render_lidar(P, D, j)
-        valid = D.lidar.valid.index_select(0, j).to(rng.dtype)
+        ranges, valid = frames[1][0][None], frames[1][1][None].to(rng.dtype)
         # means over the valid cells without boolean indexing (no host sync)
-        lidar_loss = ((rng - D.lidar.ranges.index_select(0, j)).abs() * valid).sum() / valid.sum().clamp_min(1)
+        lidar_loss = ((rng - ranges).abs() * valid).sum() / valid.sum().clamp_min(1)
         loss = loss + LIDAR_WEIGHT * lidar_loss + ALPHA_WEIGHT * (alpha - valid).abs().mean()
     opt.zero_grad(set_to_none=True)
     if dens is not None:
@@ -159,28 +176,39 @@ def train_step(P, D, opt, c, i, j, dens=None, k=0):
     return torch.stack([loss, cam_loss, lidar_loss]).detach()
 
 
+def _spread(n, k):
+    """k indices spread evenly over range(n) (all of them for k <= 0)."""
+    if k <= 0 or k >= n:
+        return list(range(n))
+    return sorted({round(x * (n - 1) / max(k - 1, 1)) for x in range(k)})
+
+
 @torch.no_grad()
-def evaluate(P, D):
-    """Mean camera PSNR (dB) over every frame, mean lidar range error (m)
-    on the returns the render also hits (alpha > 0.5, range / alpha), and
-    each camera's first-frame render."""
+def evaluate(P, D, frames=0):
+    """Mean camera PSNR (dB) over ``frames`` frames per camera (0: every
+    frame; the first always), mean lidar range error (m) over as many
+    sweeps on the returns the render also hits (alpha > 0.5, range /
+    alpha), and each camera's first frame (ground truth, render). The
+    frames are decoded here, synchronously."""
     psnrs, firsts = [], []
     for c, cam in enumerate(D.cams):
-        for f in range(cam.timestamps_us.shape[0]):
+        for f in _spread(cam.timestamps_us.shape[0], frames):
             i = torch.tensor([f], device=cam.viewmats.device)
             img = render_camera(P, D, c, i)[0]
-            mse = (img - cam.images[f]).square().mean().item()
+            gt = D.source.image(cam.name, f).to(img.device, img.dtype).div_(255)
+            mse = (img - gt).square().mean().item()
             psnrs.append(-10 * math.log10(max(mse, 1e-12)))
             if f == 0:
-                firsts.append(img.cpu())
+                firsts.append((gt.cpu(), img.cpu()))
     err = float("nan")
     if D.lidar is not None:
         errs = []
-        for s in range(D.lidar.timestamps_us.shape[0]):
+        for s in _spread(D.lidar.timestamps_us.shape[0], frames):
             rng, alpha = render_lidar(P, D, torch.tensor([s], device=D.lidar.viewmats.device))
-            hit = D.lidar.valid[s] & (alpha[0] > 0.5)
+            ranges, valid, _ = (t.to(rng.device) for t in D.source.lidar_grid(D.lidar.name, s))
+            hit = valid & (alpha[0] > 0.5)
             if hit.any():
-                errs.append(((rng[0] / alpha[0].clamp_min(1e-6) - D.lidar.ranges[s]).abs()[hit]).mean().item())
+                errs.append(((rng[0] / alpha[0].clamp_min(1e-6) - ranges.to(rng.dtype)).abs()[hit]).mean().item())
         err = sum(errs) / len(errs) if errs else float("nan")
     return sum(psnrs) / len(psnrs), err, firsts
 
@@ -203,29 +231,49 @@ def parse_args(argv=None):
     p.add_argument("--strategy", default="none", choices=["none", "default", "mcmc"],
                    help="densify with gsplat's DefaultStrategy or MCMCStrategy (needs gsplat)")
     p.add_argument("--cap-max", type=int, default=None, help="MCMC: most Gaussians (default 1.5x the start)")
-    return p.parse_args(argv)
+    p.add_argument("--time-only", type=int, default=None, metavar="N",
+                   help="a measurement run: N steps, no evaluation, no figures (metrics.json with --out)")
+    p.add_argument("--eval-frames", type=int, default=0,
+                   help="evaluate on this many frames per camera and sweeps, spread evenly (default 0: all)")
+    p.add_argument("--point-sweeps", type=int, default=8,
+                   help="lidar sweeps (spread over the clip) whose points start the Gaussians (0: all)")
+    p.add_argument("--read-ahead", type=int, default=8, help="steps whose frames are decoded ahead")
+    p.add_argument("--read-workers", type=int, default=None, help="decoding threads (default min(8, cores))")
+    p.add_argument("--frame-cache-gb", type=float, default=2.0, help="decoded frames kept on the device (GiB)")
+    args = p.parse_args(argv)
+    if args.time_only is not None:
+        args.steps = args.time_only
+    if args.point_sweeps == 0:
+        args.point_sweeps = None
+    return args
 
 
-def main(argv=None):
+def main(argv=None, t_start=None):
+    """Trains; returns the metrics. ``t_start``: the process's start
+    (perf_counter) when run as a script, for the time to the first step."""
+    t_main = time.perf_counter()
     args = parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dtype = torch.float32
     torch.manual_seed(args.seed)
     log = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))  # noqa: E731
-    t0 = time.perf_counter()
-    clip = load_clip(args.clip, device=device, dtype=dtype, cameras=args.cameras, image_scale=args.image_scale,
-                     time_range_us=tuple(args.time_range_us) if args.time_range_us else None)
+    cuda = device.type == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    tt = {"imports": t_main - t_start if t_start is not None else 0.0}  # the time to the first step, by part
+    t = time.perf_counter()
+    if cuda:
+        torch.zeros(1, device=device).sum().item()  # the CUDA context
+    tt["cuda_init"] = time.perf_counter() - t
+    t = time.perf_counter()
+    clip = open_clip(args.clip, device=device, dtype=dtype, cameras=args.cameras, image_scale=args.image_scale,
+                     time_range_us=tuple(args.time_range_us) if args.time_range_us else None, point_sweeps=0)
     if not clip.cameras:
         raise SystemExit("train_ncore: the clip has no cameras to train on")
-    P, D = build(clip, args, device, dtype)
+    D = schedule(clip, args, device)  # starts decoding the first steps' frames
+    tt["metadata"] = time.perf_counter() - t
+    t = time.perf_counter()
+    P = build(clip, args, D, device, dtype)
     N = P.means.shape[0]
-    log(f"train_ncore: {clip.sequence_id}: {len(D.cams)} cameras "
-        + ", ".join(f"{c.name} ({c.camera_model}, {c.width}x{c.height}, {c.shutter}, {c.timestamps_us.shape[0]} frames)"
-                    for c in D.cams)
-        + (f"; lidar {D.lidar.name} {D.lidar.row_elevations.shape[0]}x{D.lidar.column_azimuths.shape[0]}, "
-           f"{D.lidar.timestamps_us.shape[0]} sweeps" if D.lidar is not None else "; no lidar")
-        + f"; {N} Gaussians ({int((D.track_ids >= 0).sum())} on {D.tracks.track_ranges.shape[0]} tracks); "
-        f"loaded in {time.perf_counter() - t0:.1f} s; {args.steps} steps on {device}")
     dens = None
     if args.strategy != "none":
         import street_densify
@@ -236,29 +284,76 @@ def main(argv=None):
         opt = torch.optim.Adam([{"params": [P.background], "lr": LR["background"]}], eps=1e-15)
     else:
         opt = torch.optim.Adam([{"params": [P[k]], "lr": lr} for k, lr in LR.items()], eps=1e-15)
-    start = evaluate(P, D)
+    sync()
+    tt["initial_gaussians"] = time.perf_counter() - t
+    log(f"train_ncore: {clip.sequence_id}: {len(D.cams)} cameras "
+        + ", ".join(f"{c.name} ({c.camera_model}, {c.width}x{c.height}, {c.shutter}, {c.timestamps_us.shape[0]} frames)"
+                    for c in D.cams)
+        + (f"; lidar {D.lidar.name} {D.lidar.row_elevations.shape[0]}x{D.lidar.column_azimuths.shape[0]}, "
+           f"{D.lidar.timestamps_us.shape[0]} sweeps" if D.lidar is not None else "; no lidar")
+        + f"; {N} Gaussians ({int((D.track_ids >= 0).sum())} on {D.tracks.track_ranges.shape[0]} tracks); "
+        f"{args.steps} steps on {device}")
+    t = time.perf_counter()
+    start = evaluate(P, D, args.eval_frames) if args.time_only is None else None
+    tt["eval_start"] = time.perf_counter() - t
     losses = torch.zeros(args.steps, 3, device=device, dtype=dtype)
     every = max(1, args.steps // 10)
-    t1 = time.perf_counter()
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+              for _ in range(args.steps)] if cuda else []
+    host_ms = []
+    t1 = None
     for k, (c, i, j) in enumerate(D.schedule):
-        losses[k] = train_step(P, D, opt, c, i, j, dens, k)
+        t = time.perf_counter()
+        frames = D.frames.get(k)  # waits only if decoding fell behind; the upload does not sync
+        if k == 0:
+            tt["first_frames"] = time.perf_counter() - t
+            t = time.perf_counter()
+        if cuda:
+            events[k][0].record()
+        losses[k] = train_step(P, D, opt, c, i, j, frames, dens, k)
+        if cuda:
+            events[k][1].record()
+        if k == 0:  # once, before the steady steps: the first step's own time (CUDA warm-up in it)
+            sync()
+            tt["first_step"] = time.perf_counter() - t
+            t1 = time.perf_counter()
+        else:
+            host_ms.append((time.perf_counter() - t) * 1e3)
         if not args.quiet and ((k + 1) % every == 0 or k + 1 == args.steps):  # reading a loss syncs: rarely
             log(f"  step {k + 1:5d}/{args.steps}  loss {float(losses[k, 0]):.4f}  "
                 f"camera L1 {float(losses[k, 1]):.4f}  lidar L1 {float(losses[k, 2]):.3f} m")
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    step_ms = (time.perf_counter() - t1) * 1e3 / max(args.steps, 1)
-    final = evaluate(P, D)
-    losses = losses.cpu().double()
-    log(f"  camera PSNR        {start[0]:7.2f} -> {final[0]:.2f} dB")
-    if D.lidar is not None:
-        log(f"  lidar range error  {start[1]:7.3f} -> {final[1]:.3f} m")
-    log(f"  {step_ms:.1f} ms per step")
-    if dens is not None:
-        log(f"  Gaussians          {N:7d} -> {int(P.means.shape[0])}  ({args.strategy} strategy)")
+    sync()
+    steady = args.steps - 1
+    step_ms = (time.perf_counter() - t1) * 1e3 / steady if t1 is not None and steady > 0 else float("nan")
+    step_times = [a.elapsed_time(b) for a, b in events[1:]] if cuda else host_ms
+    step_ms_median = statistics.median(step_times) if step_times else float("nan")
+    tt.setdefault("first_frames", 0.0)
+    tt.setdefault("first_step", 0.0)
+    tt["total"] = sum(tt.values())
+    read_wait_s = D.frames.wait_s - (D.frames.waits[0] if D.frames.waits else 0.0)
+    decoded = D.frames.decoded
+    D.frames.close()
+    log("  time to the first step " + ", ".join(f"{k} {v:.2f}" for k, v in tt.items()) + " s")
+    log(f"  steady step {step_ms_median:.2f} ms median ({'CUDA events' if cuda else 'host'}), {step_ms:.2f} ms mean "
+        f"wall; waited {read_wait_s:.2f} s for frames after the first; {decoded} frames decoded")
     metrics = dict(steps=args.steps, gaussians=N, gaussians_final=int(P.means.shape[0]), strategy=args.strategy,
-                   losses=losses.tolist(), psnr_start=start[0], psnr_final=final[0],
-                   lidar_range_error_start=start[1], lidar_range_error_final=final[1], step_ms=step_ms)
+                   device=str(device), time_to_first_step_s=tt, step_ms=step_ms, step_ms_median=step_ms_median,
+                   step_ms_source="cuda_events" if cuda else "host", read_wait_s=read_wait_s, frames_decoded=decoded,
+                   cameras={c.name: [c.width, c.height, int(c.timestamps_us.shape[0])] for c in D.cams},
+                   lidar=None if D.lidar is None else [D.lidar.row_elevations.shape[0],
+                                                       D.lidar.column_azimuths.shape[0],
+                                                       int(D.lidar.timestamps_us.shape[0])])
+    losses = losses.cpu().double()
+    metrics["losses"] = losses.tolist()
+    if start is not None:
+        final = evaluate(P, D, args.eval_frames)
+        log(f"  camera PSNR        {start[0]:7.2f} -> {final[0]:.2f} dB")
+        if D.lidar is not None:
+            log(f"  lidar range error  {start[1]:7.3f} -> {final[1]:.3f} m")
+        if dens is not None:
+            log(f"  Gaussians          {N:7d} -> {int(P.means.shape[0])}  ({args.strategy} strategy)")
+        metrics.update(psnr_start=start[0], psnr_final=final[0], lidar_range_error_start=start[1],
+                       lidar_range_error_final=final[1])
     if args.out:
         os.makedirs(args.out, exist_ok=True)
         with open(os.path.join(args.out, "metrics.json"), "w") as f:
@@ -266,19 +361,21 @@ def main(argv=None):
         with open(os.path.join(args.out, "losses.csv"), "w") as f:
             f.write("step,loss,camera_l1,lidar_range_l1\n")
             f.writelines(f"{k},{a:.8g},{b:.8g},{c:.8g}\n" for k, (a, b, c) in enumerate(losses.tolist()))
-        import figures
+        if start is not None:
+            import figures
 
-        figures.plot_losses(os.path.join(args.out, "loss.png"),
-                            [("total", losses[:, 0].tolist(), (0.0, 0.0, 0.0)),
-                             ("camera", losses[:, 1].tolist(), (0.1, 0.35, 0.85))]
-                            + ([("lidar", losses[:, 2].tolist(), (0.85, 0.3, 0.1))] if D.lidar is not None else []))
-        for cam, a, b in zip(D.cams, start[2], final[2]):
-            figures.save_panels(os.path.join(args.out, f"camera_{cam.name}.png"),
-                                [("ground truth", cam.images[0].cpu()), ("start", a), ("trained", b)],
-                                scale=max(1, 480 // cam.width))
-        log(f"  wrote {args.out}/: metrics.json, losses.csv, loss.png, camera_*.png")
+            figures.plot_losses(os.path.join(args.out, "loss.png"),
+                                [("total", losses[:, 0].tolist(), (0.0, 0.0, 0.0)),
+                                 ("camera", losses[:, 1].tolist(), (0.1, 0.35, 0.85))]
+                                + ([("lidar", losses[:, 2].tolist(), (0.85, 0.3, 0.1))] if D.lidar is not None
+                                   else []))
+            for cam, (gt, a), (_, b) in zip(D.cams, start[2], final[2]):
+                figures.save_panels(os.path.join(args.out, f"camera_{cam.name}.png"),
+                                    [("ground truth", gt), ("start", a), ("trained", b)],
+                                    scale=max(1, 480 // cam.width))
+        log(f"  wrote {args.out}/: metrics.json, losses.csv" + (", loss.png, camera_*.png" if start is not None else ""))
     return metrics
 
 
 if __name__ == "__main__":
-    main()
+    main(t_start=_T_START)

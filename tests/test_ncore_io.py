@@ -11,8 +11,6 @@ in the lidar's frame, one in the world's). The reader must give back what
 was written (intrinsics exactly, poses to 1e-5, tracks, lidar grids), and
 nurec_ops' camera models must project where NCore's do (float64, 1e-6 px).
 """
-import io
-import json
 import math
 import os
 import subprocess
@@ -23,109 +21,46 @@ import pytest
 import torch
 
 ncore = pytest.importorskip("ncore")
-import PIL.Image  # noqa: E402  (an NCore dependency)
 from ncore.data import v4  # noqa: E402
 import ncore.data as ncd  # noqa: E402
 import ncore.sensors as ncs  # noqa: E402
-from ncore.impl.common.transformations import HalfClosedInterval  # noqa: E402
 from scipy.spatial.transform import Rotation  # noqa: E402  (an NCore dependency)
-from upath import UPath  # noqa: E402  (an NCore dependency)
 
 from nurec_ops.io import ncore as nio  # noqa: E402
 from nurec_ops.reference import camera_models as cm  # noqa: E402
 from nurec_ops.reference.quat import to_rotmat  # noqa: E402
 
-T0 = 1_700_000_000_000_000
+from nurec_ops.io import ncore_synth as synth  # noqa: E402
+from nurec_ops.io.ncore_synth import T0, camera_mount, rz as _rz  # noqa: E402
+
 DURATION_US = 500_000
 W_IMG, H_IMG = 64, 48
 ROWS, COLS = 8, 90
 SWEEP_US = 100_000
 READOUT_US = 30_000  # the FTheta camera's rolling shutter
-MAX_RANGE = 80.0
 
 # the world: x along the road, y left, z up; a building and two cars on the ground z = 0
-BUILDING = (np.array([8.0, 4.0, 0.0]), np.array([12.0, 7.0, 3.0]))
-CAR_BODY = np.array([4.2, 1.8, 1.4])  # what the lidar sees: a box from z = 0.3 to 1.7
-CUBOID = CAR_BODY + 0.2  # the labels are a little larger, as real ones
+EGO = synth.Ego(DURATION_US, speed=5.0, yaw_rate=0.1)  # a gentle curve, a constant pitch and roll
+T_rig_world = EGO.T_rig_world
+# car_a drives ahead of the ego (labelled in the lidar's frame), car_b comes the other way, turning slowly
+# (key poses 10 Hz apart interpolate these exactly: linear motion, a yaw linear in time)
+STREET = synth.Street(EGO, buildings=[((8.0, 4.0, 0.0), (12.0, 7.0, 3.0))], cars=[
+    synth.LinearCar("car_a", (6.0, -3.5, 1.0), (3.0, 0.0, 0.0), label_frame="lidar_top"),
+    synth.LinearCar("car_b", (25.0, 3.0, 1.0), (-4.0, 0.1, 0.0), yaw=math.pi, yaw_rate=0.05)])
+CAR_BODY = STREET.car_body  # what the lidar sees: a box from z = 0.3 to 1.7
+CUBOID = STREET.cuboid  # the labels are a little larger, as real ones
 CARS = ("car_a", "car_b")
+car_pose = STREET.car_pose
 
-
-def _sec(t_us):
-    return (np.asarray(t_us, dtype=np.int64) - T0) * 1e-6
-
-
-def car_pose(k, t_us):
-    """Centre [..., 3] and yaw [...] of car k at t: car_a drives ahead of the
-    ego, car_b comes the other way, turning slowly (key poses 10 Hz apart
-    interpolate these exactly: linear motion, a yaw linear in time)."""
-    s = _sec(t_us)
-    if k == 0:
-        c = np.stack([6.0 + 3.0 * s, np.full_like(s, -3.5), np.full_like(s, 1.0)], -1)
-        return c, np.zeros_like(s)
-    c = np.stack([25.0 - 4.0 * s, 3.0 + 0.1 * s, np.full_like(s, 1.0)], -1)
-    return c, math.pi + 0.05 * s
-
-
-def _rz(yaw):
-    c, s = np.cos(yaw), np.sin(yaw)
-    R = np.zeros(np.shape(yaw) + (3, 3))
-    R[..., 0, 0], R[..., 0, 1], R[..., 1, 0], R[..., 1, 1], R[..., 2, 2] = c, -s, s, c, 1.0
-    return R
-
-
-def _se3(R, t):
-    T = np.zeros(np.shape(t)[:-1] + (4, 4))
-    T[..., :3, :3], T[..., :3, 3], T[..., 3, 3] = R, t, 1.0
-    return T
-
-
-# --------------------------------------------------------------- ego motion
-
-POSE_US = T0 + np.arange(0, DURATION_US + 1, 10_000)  # the stored rig trajectory, 100 Hz
-V_EGO, YAW_RATE = 5.0, 0.1
-R_TILT = Rotation.from_euler("yx", [0.02, 0.01]).as_matrix()  # a constant pitch and roll of the rig
-
-
-def _rig_samples():
-    s = _sec(POSE_US)
-    yaw = YAW_RATE * s
-    t = np.stack([V_EGO / YAW_RATE * np.sin(yaw), V_EGO / YAW_RATE * (1 - np.cos(yaw)), np.zeros_like(s)], -1)
-    return t, yaw
-
-
-def T_rig_world(t_us):
-    """The rig's pose at t as NCore interpolates the stored samples: linear
-    translation; slerp of Rz(yaw) R_TILT is linear in yaw."""
-    tr, yaw = _rig_samples()
-    t = np.asarray(t_us, dtype=np.int64)
-    x = np.stack([np.interp(t, POSE_US, tr[:, i]) for i in range(3)], -1)
-    return _se3(_rz(np.interp(t, POSE_US, yaw)) @ R_TILT, x)
-
-
-def _camera_mount(yaw, pitch, t):
-    """Camera -> rig: OpenCV axes (x right, y down, z forward) turned by yaw
-    (left) and pitched down."""
-    axes = np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])  # columns: camera x, y, z in the rig
-    return _se3(_rz(yaw) @ Rotation.from_euler("y", pitch).as_matrix() @ axes, np.array(t))
-
-
-MOUNTS = {"cam_ftheta": _camera_mount(0.0, 0.08, [1.6, 0.0, 1.5]),
-          "cam_opencv": _camera_mount(0.6, 0.10, [1.5, 0.4, 1.5]),
-          "cam_fisheye": _camera_mount(-1.5708, 0.15, [1.0, -0.9, 1.2]),
-          "cam_ideal": _camera_mount(math.pi, 0.05, [-0.8, 0.0, 1.4])}
-LIDAR_MOUNTS = {"lidar_top": _se3(_rz(0.03), np.array([0.2, 0.0, 1.9])),
-                "lidar_plain": _se3(_rz(-0.02), np.array([0.0, 0.3, 1.8]))}
+MOUNTS = {"cam_ftheta": camera_mount(0.0, 0.08, [1.6, 0.0, 1.5]),
+          "cam_opencv": camera_mount(0.6, 0.10, [1.5, 0.4, 1.5]),
+          "cam_fisheye": camera_mount(-1.5708, 0.15, [1.0, -0.9, 1.2]),
+          "cam_ideal": camera_mount(math.pi, 0.05, [-0.8, 0.0, 1.4])}
+LIDAR_MOUNTS = {"lidar_top": synth.se3(_rz(0.03), np.array([0.2, 0.0, 1.9])),
+                "lidar_plain": synth.se3(_rz(-0.02), np.array([0.0, 0.3, 1.8]))}
 
 
 # ------------------------------------------------------------------- sensors
-
-def _ftheta_backward(fw, max_angle):
-    """A pixeldist_to_angle polynomial fitted to the forward one (c0 = 0)."""
-    th = np.linspace(0, max_angle, 200)
-    delta = np.polyval(fw[::-1], th)
-    A = np.stack([delta ** i for i in range(1, 6)], -1)
-    return np.concatenate([[0.0], np.linalg.lstsq(A, th, rcond=None)[0]]).astype(np.float32)
-
 
 def camera_parameters():
     res = np.array([W_IMG, H_IMG], dtype=np.uint64)
@@ -135,7 +70,7 @@ def camera_parameters():
     return {
         "cam_ftheta": P(resolution=res, shutter_type=ncd.ShutterType.ROLLING_TOP_TO_BOTTOM,
                         principal_point=f32(31.2, 23.7), reference_poly=P.PolynomialType.ANGLE_TO_PIXELDIST,
-                        pixeldist_to_angle_poly=_ftheta_backward(fw.astype(np.float64), 1.25),
+                        pixeldist_to_angle_poly=synth.ftheta_backward(fw.astype(np.float64), 1.25),
                         angle_to_pixeldist_poly=fw, max_angle=1.25, linear_cde=f32(1.0008, 0.0004, -0.0003)),
         "cam_opencv": ncd.OpenCVPinholeCameraModelParameters(
             resolution=res, shutter_type=ncd.ShutterType.GLOBAL, principal_point=f32(32.3, 23.8),
@@ -168,149 +103,19 @@ def _frame_span(name, start):
     return (start, start + READOUT_US) if name == "cam_ftheta" else (start, start)
 
 
-# --------------------------------------------------------------- ray casting
-
-def _slab(o, d, lo, hi):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a, b = (lo - o) / d, (hi - o) / d
-    tmin, tmax = np.minimum(a, b).max(-1), np.maximum(a, b).min(-1)
-    return np.where((tmax >= tmin) & (tmin > 1e-9), tmin, np.inf)
-
-
-def cast(o, d, t_us):
-    """Nearest hit of world rays o + s d at times t_us with the scene:
-    (distance, what: -1 none, 0 ground, 1 building, 2 car_a, 3 car_b)."""
-    best = np.full(o.shape[0], np.inf)
-    what = np.full(o.shape[0], -1)
-
-    def take(s, k):
-        better = s < best
-        best[better], what[better] = s[better], k
-
-    with np.errstate(divide="ignore", invalid="ignore"):
-        take(np.where(d[:, 2] < 0, -o[:, 2] / d[:, 2], np.inf), 0)
-    take(_slab(o, d, *BUILDING), 1)
-    for k in range(2):
-        c, yaw = car_pose(k, t_us)
-        Rt = np.swapaxes(_rz(yaw), -1, -2)
-        take(_slab(np.einsum("nij,nj->ni", Rt, o - c), np.einsum("nij,nj->ni", Rt, d), -CAR_BODY / 2, CAR_BODY / 2),
-             2 + k)
-    far = best > MAX_RANGE
-    best[far], what[far] = np.inf, -1
-    return best, what
-
-
-COLOURS = {-1: (150, 190, 235), 1: (220, 120, 40), 2: (200, 30, 30), 3: (30, 60, 200)}
-
-
-def render_image(name, model, start, end):
-    """The camera's image (uint8 [H, W, 3]), each pixel row from the camera
-    pose at its rolling-shutter time (NCore's rays per pixel centre)."""
-    v, u = np.meshgrid(np.arange(H_IMG), np.arange(W_IMG), indexing="ij")
-    pix = np.stack([u.ravel(), v.ravel()], -1)
-    rays = model.pixels_to_camera_rays(torch.from_numpy(pix)).double().numpy()
-    tau = pix[:, 1] / (H_IMG - 1) if end > start else np.zeros(len(pix))
-    t_us = (start + np.round(tau * (end - start))).astype(np.int64)
-    T = T_rig_world(t_us) @ MOUNTS[name]
-    o, d = T[:, :3, 3], np.einsum("nij,nj->ni", T[:, :3, :3], rays)
-    dist, what = cast(o, d, t_us)
-    img = np.array([COLOURS.get(w, (0, 0, 0)) for w in what], dtype=np.uint8)
-    p = o + np.nan_to_num(dist, posinf=0.0)[:, None] * d
-    ground = what == 0
-    checker = (np.floor(p[:, 0]) + np.floor(p[:, 1])) % 2 == 0
-    img[ground] = np.where(checker[ground, None], (90, 90, 95), (160, 160, 150))
-    return img.reshape(H_IMG, W_IMG, 3)
-
-
-def lidar_sweep(name, model, start, end):
-    """Every (row, column) ray of one sweep, fired at its column's relative
-    time j / (W - 1) (NCore's), from the sensor pose at that time."""
-    rows, cols = np.meshgrid(np.arange(ROWS), np.arange(COLS), indexing="ij")
-    el = model.row_elevations_rad.astype(np.float64)[rows.ravel()]
-    az = (model.column_azimuths_rad.astype(np.float64)[cols.ravel()]
-          + model.row_azimuth_offsets_rad.astype(np.float64)[rows.ravel()])
-    d = np.stack([np.cos(az) * np.cos(el), np.sin(az) * np.cos(el), np.sin(el)], -1).astype(np.float32)
-    t_us = (start + np.round(cols.ravel() / (COLS - 1) * (end - start))).astype(np.uint64)
-    T = T_rig_world(t_us.astype(np.int64)) @ LIDAR_MOUNTS[name]
-    d64 = d.astype(np.float64)
-    dist, what = cast(T[:, :3, 3], np.einsum("nij,nj->ni", T[:, :3, :3], d64), t_us.astype(np.int64))
-    r32 = dist.astype(np.float32)
-    r64 = np.nan_to_num(r32.astype(np.float64), posinf=0.0)  # misses: no point
-    world = np.einsum("nij,nj->ni", T[:, :3, :3], d64 * r64[:, None]) + T[:, :3, 3]
-    return dict(rows=rows.ravel(), cols=cols.ravel(), direction=d, t_us=t_us, dist=r32, what=what, world=world)
-
-
-# ------------------------------------------------------------------ writing
-
 def write_clip(folder):
-    """Writes the clip with NCore's v4 writer (two stores: sensors and
-    lidars) and its sequence meta JSON; returns (meta JSON path, truth)."""
-    writer = v4.SequenceComponentGroupsWriter(
-        output_dir_path=UPath(folder), store_base_name="clip", sequence_id="nurec-ops-test-clip",
-        sequence_timestamp_interval_us=HalfClosedInterval(T0, T0 + DURATION_US + 1), generic_meta_data={})
-    poses = writer.register_component_writer(v4.PosesComponent.Writer, "default")
-    poses.store_dynamic_pose("rig", "world", T_rig_world(POSE_US), POSE_US.astype(np.uint64))
-    for name, T in {**MOUNTS, **LIDAR_MOUNTS}.items():
-        poses.store_static_pose(name, "rig", T)
-    intrinsics = writer.register_component_writer(v4.IntrinsicsComponent.Writer, "default")
-    truth = dict(cameras=camera_parameters(), lidar=lidar_parameters(), images={}, sweeps={})
-    for name, params in truth["cameras"].items():
-        intrinsics.store_camera_intrinsics(name, params)
-        model = ncs.camera_model_from_parameters(params, device="cpu", dtype=torch.float64)
-        cam = writer.register_component_writer(v4.CameraSensorComponent.Writer, name)
-        truth["images"][name] = []
-        for start in CAMERA_FRAMES:
-            s, e = _frame_span(name, start)
-            img = render_image(name, model, s, e)
-            buf = io.BytesIO()
-            PIL.Image.fromarray(img).save(buf, format="png")
-            cam.store_frame(buf.getvalue(), "png", np.array([s, e], dtype=np.uint64), {}, {})
-            truth["images"][name].append(img)
-    rng = np.random.default_rng(0)
-    for name in LIDAR_MOUNTS:
-        intrinsics.store_lidar_intrinsics(name, truth["lidar"])
-        lid = writer.register_component_writer(v4.LidarSensorComponent.Writer, name, group_name="lidars")
-        truth["sweeps"][name] = []
-        for s, e in SWEEPS:
-            sw = lidar_sweep(name, truth["lidar"], s, e)
-            hit = np.isfinite(sw["dist"])
-            if name == "lidar_top":  # what a real sensor stores: returns only, in its own order, with elements
-                keep = rng.permutation(np.nonzero(hit)[0])
-                elements = np.stack([sw["rows"], sw["cols"]], -1).astype(np.uint16)[keep]
-                dist, inten = sw["dist"][keep][None], np.full((1, keep.size), 0.5, dtype=np.float32)
-            else:  # every ray, no elements, misses as NaN
-                keep = np.arange(sw["dist"].size)
-                elements = None
-                dist = np.where(hit, sw["dist"], np.nan).astype(np.float32)[None]
-                inten = np.where(hit, 0.25 + 0.2 * sw["what"], np.nan).astype(np.float32)[None]
-            lid.store_frame(direction=sw["direction"][keep], timestamp_us=sw["t_us"][keep], model_element=elements,
-                            distance_m=dist, intensity=inten, frame_timestamps_us=np.array([s, e], dtype=np.uint64),
-                            generic_data={}, generic_meta_data={})
-            sw["stored"] = keep[hit[keep]]  # the valid returns, in stored order
-            truth["sweeps"][name].append(sw)
-    cuboids = writer.register_component_writer(v4.CuboidsComponent.Writer, "default")
-    obs = []
-    for k, track in enumerate(CARS):
-        for t in OBS_US:
-            c, yaw = car_pose(k, t)
-            T_box = _se3(_rz(yaw), c)
-            ref = "lidar_top" if k == 0 else "world"  # car_a labelled in the lidar's frame at its time
-            if ref != "world":
-                T_box = np.linalg.inv(T_rig_world(t) @ LIDAR_MOUNTS[ref]) @ T_box
-            euler = Rotation.from_matrix(T_box[:3, :3]).as_euler("xyz")
-            obs.append(ncd.CuboidTrackObservation(
-                track_id=track, class_id="automobile", timestamp_us=int(t), reference_frame_id=ref,
-                reference_frame_timestamp_us=int(t),
-                bbox3=ncd.BBox3(centroid=tuple(float(v) for v in T_box[:3, 3]),
-                                dim=tuple(float(v) for v in CUBOID), rot=tuple(float(v) for v in euler)),
-                source=ncd.LabelSource.GT_SYNTHETIC))
-    cuboids.store_observations(obs[::-1])  # any order
-    paths = writer.finalize()
-    meta = v4.SequenceComponentGroupsReader(paths).get_sequence_meta().to_dict()
-    meta_path = os.path.join(folder, "clip.json")
-    with open(meta_path, "w") as f:
-        json.dump(meta, f)
-    return meta_path, truth
+    """The clip through nurec_ops.io.ncore_synth (NCore's v4 writer; two
+    stores: sensors and lidars): lidar_top stores what a real sensor does
+    (returns only, shuffled, with elements), lidar_plain every ray (no
+    elements, misses as NaN). Returns (meta JSON path, truth)."""
+    cams = [synth.SynthCamera(n, p, MOUNTS[n], [_frame_span(n, s) for s in CAMERA_FRAMES])
+            for n, p in camera_parameters().items()]
+    lids = [synth.SynthLidar(n, lidar_parameters(), LIDAR_MOUNTS[n], SWEEPS,
+                             stored="returns" if n == "lidar_top" else "rays") for n in LIDAR_MOUNTS]
+    meta, truth = synth.write_clip(folder, STREET, cams, lids, OBS_US, sequence_id="nurec-ops-test-clip",
+                                   duration_us=DURATION_US)
+    truth["lidar"] = truth["lidars"]["lidar_top"]  # both lidars share one model
+    return meta, truth
 
 
 @pytest.fixture(scope="module")
@@ -535,6 +340,17 @@ def test_train_ncore_example_learns(written, tmp_path):
     assert m["psnr_final"] > m["psnr_start"] + 2
     assert m["lidar_range_error_final"] < m["lidar_range_error_start"]
     assert os.path.exists(tmp_path / "metrics.json") and os.path.exists(tmp_path / "camera_cam_ftheta.png")
+    # the time to the first step, by part, as saved; every step's frames came through the read-ahead
+    import json
+
+    tt = m["time_to_first_step_s"]
+    assert json.load(open(tmp_path / "metrics.json"))["time_to_first_step_s"] == tt
+    parts = ("imports", "cuda_init", "metadata", "initial_gaussians", "eval_start", "first_frames", "first_step")
+    assert sorted(tt) == sorted(parts + ("total",)) and all(tt[k] >= 0 for k in parts)
+    assert tt["metadata"] > 0 and tt["initial_gaussians"] > 0 and tt["first_step"] > 0 and tt["eval_start"] > 0
+    assert tt["total"] == pytest.approx(sum(tt[k] for k in parts))
+    assert m["step_ms_median"] > 0 and m["step_ms_source"] == "host"
+    assert m["frames_decoded"] == len({(c, f) for c in range(4) for f in range(5)}) + 5  # each frame once (cached)
 
 
 @pytest.mark.parametrize("strategy", ["default", "mcmc"])
@@ -553,3 +369,39 @@ def test_train_ncore_densifies(written, tmp_path, strategy):
     assert m["gaussians_final"] != m["gaussians"]
     assert m["psnr_final"] > m["psnr_start"] + 1
     assert os.path.exists(tmp_path / "loss.png")
+
+
+@pytest.mark.parametrize("cache_bytes", [1 << 30, 1])
+def test_read_ahead_equals_load_clip(clip, written, cache_bytes):
+    """open_clip reads the metadata only (points of the sweeps it names);
+    the read-ahead's frames, in a schedule with repeats, equal load_clip's
+    (a cache of one frame re-decodes what it evicted, to the same values)."""
+    from nurec_ops.io import open_clip
+
+    lazy = open_clip(written[0], dtype=torch.float64, point_sweeps=2)
+    for name, cam in lazy.cameras.items():
+        assert cam.images is None and torch.equal(cam.viewmats_end, clip.cameras[name].viewmats_end)
+    for name, lid in lazy.lidars.items():
+        full = clip.lidars[name]
+        assert lid.ranges is None and torch.equal(lid.viewmats, full.viewmats)
+        assert torch.unique(lid.point_sweeps).tolist() == [0, 4]
+        keep = (full.point_sweeps == 0) | (full.point_sweeps == 4)
+        assert torch.equal(lid.points, full.points[keep]) and torch.equal(lid.point_times_us, full.point_times_us[keep])
+    g = torch.Generator().manual_seed(3)
+    names = sorted(clip.cameras)
+    reqs = [(("camera", names[int(torch.randint(4, (1,), generator=g))], int(torch.randint(5, (1,), generator=g))),
+             ("lidar", "lidar_top" if k % 2 else "lidar_plain", int(torch.randint(5, (1,), generator=g))))
+            for k in range(24)]
+    unique = len({key for r in reqs for key in r})
+    with lazy.frames.read_ahead(reqs, "cpu", dtype=torch.float64, depth=3, workers=2, cache_bytes=cache_bytes) as ra:
+        for k, ((_, cam, f), (_, lid, s)) in enumerate(reqs):
+            image, (ranges, valid, intensity) = ra.get(k)
+            assert torch.equal(image, clip.cameras[cam].images[f])
+            full = clip.lidars[lid]
+            assert torch.equal(ranges, full.ranges[s]) and torch.equal(valid, full.valid[s])
+            assert torch.equal(intensity, full.intensity[s])
+        assert len(ra.waits) == len(reqs) and ra.wait_s >= 0
+        assert ra.decoded == unique if cache_bytes > 1 else ra.decoded > unique
+        with pytest.raises(IndexError, match="in order"):
+            ra.get(0)
+    assert torch.equal(lazy.frames.image("cam_opencv", 2).double() / 255, clip.cameras["cam_opencv"].images[2])

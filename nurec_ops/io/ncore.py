@@ -137,39 +137,41 @@ def _to(t, device, dtype):
     return t.to(device=device, dtype=dtype) if t.is_floating_point() else t.to(device=device)
 
 
-def _load_camera(loader, name, world, time_range_us, image_scale, load_images, device, dtype):
+def _decode_image(sensor, name, i, record, W, H):
+    """Frame i of a camera as uint8 [H, W, 3] (resized to W x H)."""
     import numpy as np
     import PIL.Image
+
+    im = sensor.get_frame_image(int(i)).convert("RGB")
+    if list(im.size) != record["resolution"]:
+        raise ValueError(f"load_clip: camera {name} frame {i} is {im.size[0]}x{im.size[1]}, its "
+                         f"calibration {record['resolution'][0]}x{record['resolution'][1]}")
+    if (W, H) != im.size:
+        im = im.resize((W, H), resample=PIL.Image.BOX)  # area average: no aliasing when shrinking
+    return torch.from_numpy(np.array(im))
+
+
+def _camera_meta(loader, name, world, time_range_us, image_scale, device, dtype):
+    """A Camera without images, and what decoding its frames needs."""
+    import numpy as np
 
     sensor = loader.get_camera_sensor(name)
     mp = sensor.model_parameters
     if mp.external_distortion_parameters is not None:
         warnings.warn(f"load_clip: camera {name} has an external (windshield) distortion; nurec_ops' camera "
-                      "models do not include it (SPEC 6), so it is ignored", RuntimeWarning, stacklevel=3)
+                      "models do not include it (SPEC 6), so it is ignored", RuntimeWarning, stacklevel=4)
     record = camera_record(mp)
     model, params, (W, H) = _sensors.camera_params(record, scale=image_scale)
     ts = np.asarray(sensor.frames_timestamps_us)
     sel = _frames(ts, time_range_us)
     T = _poses(loader.pose_graph, world, name, ts[sel])  # [F, 2, 4, 4] world -> camera at start, end
-    images = None
-    if load_images:
-        frames = []
-        for i in sel:
-            im = sensor.get_frame_image(int(i)).convert("RGB")
-            if list(im.size) != record["resolution"]:
-                raise ValueError(f"load_clip: camera {name} frame {i} is {im.size[0]}x{im.size[1]}, its "
-                                 f"calibration {record['resolution'][0]}x{record['resolution'][1]}")
-            if (W, H) != im.size:
-                im = im.resize((W, H), resample=PIL.Image.BOX)  # area average: no aliasing when shrinking
-            frames.append(torch.from_numpy(np.array(im)))
-        images = torch.stack(frames) if frames else torch.zeros((0, H, W, 3), dtype=torch.uint8)
-        images = images.to(device=device, dtype=dtype).div_(255)
     Ks = params.get("Ks", torch.eye(3, dtype=torch.float64))
-    return Camera(name=name, camera_model=model, params={k: _to(v, device, dtype) for k, v in params.items()},
-                  Ks=_to(Ks, device, dtype), width=W, height=H, shutter=SHUTTER_OF[mp.shutter_type.name],
-                  timestamps_us=torch.from_numpy(ts[sel].astype(np.int64)).to(device),
-                  viewmats=_to(T[:, 0], device, dtype), viewmats_end=_to(T[:, 1], device, dtype), images=images,
-                  T_sensor_rig=_static_pose(sensor, device, dtype), record=record)
+    cam = Camera(name=name, camera_model=model, params={k: _to(v, device, dtype) for k, v in params.items()},
+                 Ks=_to(Ks, device, dtype), width=W, height=H, shutter=SHUTTER_OF[mp.shutter_type.name],
+                 timestamps_us=torch.from_numpy(ts[sel].astype(np.int64)).to(device),
+                 viewmats=_to(T[:, 0], device, dtype), viewmats_end=_to(T[:, 1], device, dtype), images=None,
+                 T_sensor_rig=_static_pose(sensor, device, dtype), record=record)
+    return cam, (sensor, sel, record, W, H)
 
 
 def _grid(rows, cols, dist, inten, R, W):
@@ -185,66 +187,108 @@ def _grid(rows, cols, dist, inten, R, W):
     return ranges.reshape(R, W), valid.reshape(R, W), intensity.reshape(R, W)
 
 
-def _load_lidar(loader, name, world, time_range_us, device, dtype):
+def _sweep_rays(sensor, i):
+    """Sweep i's valid returns: directions [M, 3], timestamps [M], ranges [M]
+    (numpy float64 / uint64) and the valid mask over every stored ray."""
+    import numpy as np
+
+    d = np.asarray(sensor.get_frame_ray_bundle_direction(i), dtype=np.float64)
+    t = np.asarray(sensor.get_frame_ray_bundle_timestamp_us(i))
+    r = np.asarray(sensor.get_frame_ray_bundle_return_distance_m(i, 0), dtype=np.float64)
+    ok = np.asarray(sensor.get_frame_ray_bundle_return_valid_mask(i, 0)) & np.isfinite(r) & (r > 0)
+    return d[ok], t[ok], r[ok], ok
+
+
+def _sweep_points(graph, name, world, d, t, r):
+    """World points [M, 3] float64 of returns, each from the sensor's pose at
+    its own timestamp (the ray bundle is not motion-compensated)."""
+    import numpy as np
+
+    uniq, inv = np.unique(t, return_inverse=True)
+    T_lw = _poses(graph, name, world, uniq)[torch.from_numpy(inv.reshape(-1))]
+    p = torch.from_numpy(d * r[:, None])
+    return torch.einsum("nij,nj->ni", T_lw[:, :3, :3], p) + T_lw[:, :3, 3]
+
+
+def _sweep_grid(sensor, i, d, r, ok, model):
+    """Sweep i's first returns on the model's grid (ranges, valid,
+    intensity: numpy [R, W]); ``model`` = (el, az, off) float64 tensors."""
+    import numpy as np
+
+    el, az, off = model
+    R, W = el.shape[0], az.shape[0]
+    me = sensor.get_frame_ray_bundle_model_element(i)
+    if me is not None:
+        rows, cols = (np.asarray(me, dtype=np.int64)[ok].T)
+    else:
+        rows, cols = (c.numpy() for c in nearest_cells(torch.from_numpy(d), el, az, off))
+    inten = np.nan_to_num(np.asarray(sensor.get_frame_ray_bundle_return_intensity(i, 0), dtype=np.float64)[ok])
+    inside = (rows < R) & (cols < W)  # a stored element outside the model has no cell
+    return _grid(rows[inside], cols[inside], r[inside], inten[inside], R, W)
+
+
+def _lidar_meta(loader, name, world, time_range_us, device, dtype):
+    """A Lidar without sweeps (no grids, no points), and what reading its
+    sweeps needs: (sensor, selected frames, (el, az, off) or None)."""
     import numpy as np
 
     sensor = loader.get_lidar_sensor(name)
     mp = sensor.model_parameters
     structured = mp is not None and hasattr(mp, "row_azimuth_offsets_rad")  # NCore's row-offset spinning model
+    model = None
     if structured:
-        el, az, off = (torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in
-                       (mp.row_elevations_rad, mp.column_azimuths_rad, mp.row_azimuth_offsets_rad))
-        R, W = el.shape[0], az.shape[0]
+        model = tuple(torch.from_numpy(np.asarray(a, dtype=np.float64)) for a in
+                      (mp.row_elevations_rad, mp.column_azimuths_rad, mp.row_azimuth_offsets_rad))
     elif mp is not None:
         warnings.warn(f"load_clip: lidar {name}'s model {mp.type()!r} is not a row-offset spinning one; "
-                      "only its points are read", RuntimeWarning, stacklevel=3)
+                      "only its points are read", RuntimeWarning, stacklevel=4)
     ts = np.asarray(sensor.frames_timestamps_us)
     sel = _frames(ts, time_range_us)
     T = _poses(loader.pose_graph, world, name, ts[sel])
-    grids, points, times, sweeps = [], [], [], []
-    for s, i in enumerate(int(i) for i in sel):
-        d = np.asarray(sensor.get_frame_ray_bundle_direction(i), dtype=np.float64)
-        t = np.asarray(sensor.get_frame_ray_bundle_timestamp_us(i))
-        r = np.asarray(sensor.get_frame_ray_bundle_return_distance_m(i, 0), dtype=np.float64)
-        ok = np.asarray(sensor.get_frame_ray_bundle_return_valid_mask(i, 0)) & np.isfinite(r) & (r > 0)
-        d, t, r = d[ok], t[ok], r[ok]
-        # each point from the sensor's pose at its own timestamp (the ray bundle is not motion-compensated)
-        uniq, inv = np.unique(t, return_inverse=True)
-        T_lw = _poses(loader.pose_graph, name, world, uniq)[torch.from_numpy(inv.reshape(-1))]
-        p = torch.from_numpy(d * r[:, None])
-        points.append(torch.einsum("nij,nj->ni", T_lw[:, :3, :3], p) + T_lw[:, :3, 3])
+    f = lambda a: None if model is None else _to(a, device, dtype)  # noqa: E731
+    W = 0 if model is None else model[1].shape[0]
+    lid = Lidar(name=name, row_elevations=f(model and model[0]), column_azimuths=f(model and model[1]),
+                row_azimuth_offsets=f(model and model[2]),
+                column_times=f(torch.arange(W, dtype=torch.float64) / max(W - 1, 1)),
+                spinning_frequency_hz=float(mp.spinning_frequency_hz) if structured else None,
+                spinning_direction=str(mp.spinning_direction) if structured else None,
+                timestamps_us=torch.from_numpy(ts[sel].astype(np.int64)).to(device),
+                viewmats=_to(T[:, 0], device, dtype), viewmats_end=_to(T[:, 1], device, dtype),
+                ranges=None, valid=None, intensity=None, points=torch.zeros((0, 3), dtype=dtype, device=device),
+                point_times_us=torch.zeros(0, dtype=torch.int64, device=device),
+                point_sweeps=torch.zeros(0, dtype=torch.int64, device=device),
+                T_sensor_rig=_static_pose(sensor, device, dtype))
+    return lid, (sensor, sel, model)
+
+
+def _read_sweeps(loader, world, lid, src, sweeps, device, dtype, grids):
+    """Fills ``lid.points`` / ``point_times_us`` / ``point_sweeps`` from the
+    sweeps ``sweeps`` (indices into the selected frames) and, with
+    ``grids`` (and a row-offset model), ``ranges`` / ``valid`` /
+    ``intensity`` of those sweeps."""
+    import numpy as np
+
+    sensor, sel, model = src
+    points, times, idx, cells = [], [], [], []
+    for s in sweeps:
+        i = int(sel[s])
+        d, t, r, ok = _sweep_rays(sensor, i)
+        points.append(_sweep_points(loader.pose_graph, lid.name, world, d, t, r))
         times.append(torch.from_numpy(t.astype(np.int64)))
-        sweeps.append(torch.full((t.shape[0],), s, dtype=torch.int64))
-        if structured:
-            me = sensor.get_frame_ray_bundle_model_element(i)
-            if me is not None:
-                rows, cols = (np.asarray(me, dtype=np.int64)[ok].T)
-            else:
-                rows, cols = (c.numpy() for c in nearest_cells(torch.from_numpy(d), el, az, off))
-            inten = np.nan_to_num(np.asarray(sensor.get_frame_ray_bundle_return_intensity(i, 0),
-                                             dtype=np.float64)[ok])
-            inside = (rows < R) & (cols < W)  # a stored element outside the model has no cell
-            grids.append(_grid(rows[inside], cols[inside], r[inside], inten[inside], R, W))
+        idx.append(torch.full((t.shape[0],), int(s), dtype=torch.int64))
+        if grids and model is not None:
+            cells.append(_sweep_grid(sensor, i, d, r, ok, model))
     cat = lambda xs, shape, dt: torch.cat(xs) if xs else torch.zeros(shape, dtype=dt)  # noqa: E731
-    ranges = valid = intensity = None
-    if structured:
-        stack = lambda k, dt: (torch.from_numpy(np.stack([g[k] for g in grids])) if grids  # noqa: E731
+    lid.points = _to(cat(points, (0, 3), torch.float64), device, dtype)
+    lid.point_times_us = cat(times, (0,), torch.int64).to(device)
+    lid.point_sweeps = cat(idx, (0,), torch.int64).to(device)
+    if grids and model is not None:
+        R, W = model[0].shape[0], model[1].shape[0]
+        stack = lambda k, dt: (torch.from_numpy(np.stack([g[k] for g in cells])) if cells  # noqa: E731
                                else torch.zeros((0, R, W), dtype=dt))
-        ranges, valid, intensity = (_to(stack(0, torch.float64), device, dtype), stack(1, torch.bool).to(device),
-                                    _to(stack(2, torch.float64), device, dtype))
-    f = lambda a: None if not structured else _to(a, device, dtype)  # noqa: E731
-    return Lidar(name=name, row_elevations=f(el if structured else None),
-                 column_azimuths=f(az if structured else None), row_azimuth_offsets=f(off if structured else None),
-                 column_times=f(torch.arange(W, dtype=torch.float64) / max(W - 1, 1) if structured else None),
-                 spinning_frequency_hz=float(mp.spinning_frequency_hz) if structured else None,
-                 spinning_direction=str(mp.spinning_direction) if structured else None,
-                 timestamps_us=torch.from_numpy(ts[sel].astype(np.int64)).to(device),
-                 viewmats=_to(T[:, 0], device, dtype), viewmats_end=_to(T[:, 1], device, dtype),
-                 ranges=ranges, valid=valid, intensity=intensity,
-                 points=_to(cat(points, (0, 3), torch.float64), device, dtype),
-                 point_times_us=cat(times, (0,), torch.int64).to(device),
-                 point_sweeps=cat(sweeps, (0,), torch.int64).to(device),
-                 T_sensor_rig=_static_pose(sensor, device, dtype))
+        lid.ranges, lid.valid, lid.intensity = (_to(stack(0, torch.float64), device, dtype),
+                                                stack(1, torch.bool).to(device),
+                                                _to(stack(2, torch.float64), device, dtype))
 
 
 def _load_tracks(loader, world, device, dtype):
@@ -306,21 +350,70 @@ def load_clip(path_or_meta_json, device="cpu", dtype=torch.float32, cameras=None
             poses only).
         world_frame: the pose graph's anchor frame.
     """
+    loader = _open(path_or_meta_json)
+    cams = {}
+    for n in _pick(loader.camera_ids, cameras, "cameras"):
+        cam, (sensor, sel, record, W, H) = _camera_meta(loader, n, world_frame, time_range_us, image_scale,
+                                                        device, dtype)
+        if load_images:
+            frames = [_decode_image(sensor, n, i, record, W, H) for i in sel]
+            images = torch.stack(frames) if frames else torch.zeros((0, H, W, 3), dtype=torch.uint8)
+            cam.images = images.to(device=device, dtype=dtype).div_(255)
+        cams[n] = cam
+    lids = {}
+    for n in _pick(loader.lidar_ids, lidars, "lidars"):
+        lid, src = _lidar_meta(loader, n, world_frame, time_range_us, device, dtype)
+        _read_sweeps(loader, world_frame, lid, src, range(len(src[1])), device, dtype, grids=True)
+        lids[n] = lid
+    return _clip(loader, cams, lids, world_frame, device, dtype)
+
+
+def open_clip(path_or_meta_json, device="cpu", dtype=torch.float32, cameras=None, lidars=None,
+              time_range_us=None, image_scale=1.0, world_frame="world", point_sweeps=8):
+    """A clip's metadata without its frames, for training that reads frames
+    as it goes (nurec_ops.io.ncore_frames): what load_clip returns, except
+    ``Camera.images`` and ``Lidar.ranges`` / ``valid`` / ``intensity`` are
+    None, a lidar's ``points`` come from ``point_sweeps`` sweeps spread
+    evenly over the selected ones (None: every sweep; their indices in
+    ``point_sweeps``; 0: none yet, ``clip.frames.read_points`` reads them
+    later), enough for ``Clip.initial_gaussians``, and
+    ``clip.frames`` is a FrameSource that decodes any frame on demand or
+    reads a schedule's frames ahead (``clip.frames.read_ahead``). The
+    arguments are load_clip's."""
+    from .ncore_frames import FrameSource
+
+    loader = _open(path_or_meta_json)
+    cams, cam_src = {}, {}
+    for n in _pick(loader.camera_ids, cameras, "cameras"):
+        cams[n], cam_src[n] = _camera_meta(loader, n, world_frame, time_range_us, image_scale, device, dtype)
+    lids, lid_src = {}, {}
+    for n in _pick(loader.lidar_ids, lidars, "lidars"):
+        lids[n], lid_src[n] = _lidar_meta(loader, n, world_frame, time_range_us, device, dtype)
+    clip = _clip(loader, cams, lids, world_frame, device, dtype)
+    clip.frames = FrameSource(cam_src, lid_src, lambda names, which: [  # noqa: E731
+        _read_sweeps(loader, world_frame, lids[n], lid_src[n], which(len(lid_src[n][1])), device, dtype, False)
+        for n in names])
+    if point_sweeps != 0:
+        clip.frames.read_points(point_sweeps)
+    return clip
+
+
+def _open(path_or_meta_json):
+    """NCore's SequenceLoaderV4 over the clip's stores."""
     v4 = _ncore()
     reader = v4.SequenceComponentGroupsReader(_store_paths(path_or_meta_json))
-    loader = v4.SequenceLoaderV4(
+    return v4.SequenceLoaderV4(
         reader, poses_component_group_name=_instance(reader, v4.PosesComponent, True),
         intrinsics_component_group_name=_instance(reader, v4.IntrinsicsComponent, True),
         masks_component_group_name=_instance(reader, v4.MasksComponent, False),
         cuboids_component_group_name=_instance(reader, v4.CuboidsComponent, False))
-    cams = {n: _load_camera(loader, n, world_frame, time_range_us, image_scale, load_images, device, dtype)
-            for n in _pick(loader.camera_ids, cameras, "cameras")}
-    lids = {n: _load_lidar(loader, n, world_frame, time_range_us, device, dtype)
-            for n in _pick(loader.lidar_ids, lidars, "lidars")}
+
+
+def _clip(loader, cams, lids, world_frame, device, dtype):
     span = loader.sequence_timestamp_interval_us
     return Clip(sequence_id=loader.sequence_id, time_range_us=(int(span.start), int(span.stop)), cameras=cams,
                 lidars=lids, tracks=_load_tracks(loader, world_frame, device, dtype))
 
 
-__all__ = ["load_clip", "Clip", "Camera", "Lidar", "Tracks", "InitialGaussians", "camera_record",
+__all__ = ["load_clip", "open_clip", "Clip", "Camera", "Lidar", "Tracks", "InitialGaussians", "camera_record",
            "euler_xyz_to_rotmat", "nearest_cells", "SHUTTER_OF", "INSTALL_HINT"]

@@ -115,12 +115,15 @@ class Tracks:
 @dataclasses.dataclass
 class Clip:
     """A loaded clip: ``cameras`` and ``lidars`` by name, ``tracks``,
-    ``sequence_id`` and ``time_range_us`` (start, stop: half-open)."""
+    ``sequence_id`` and ``time_range_us`` (start, stop: half-open);
+    ``frames``: a FrameSource (nurec_ops.io.ncore_frames) when the clip was
+    opened with ``open_clip`` (its frames decoded on demand), else None."""
     sequence_id: str
     time_range_us: Tuple[int, int]
     cameras: Dict[str, Camera]
     lidars: Dict[str, Lidar]
     tracks: Tracks
+    frames: Optional[object] = None
 
     def initial_gaussians(self, max_points=None, seed=0, lidars=None, margin=0.0, chunk=1 << 20):
         """Lidar points of ``lidars`` (default: all) as Gaussian centres
