@@ -112,7 +112,8 @@ def make_clip(out, seconds=30.0, cameras=5, image_scale=0.25, camera_hz=10.0, li
     lid = rig_lidar(duration_us, lidar_rows, lidar_cols)
     obs = list(range(synth.T0, synth.T0 + duration_us + 1, 100_000))
     meta, _ = synth.write_clip(out, street(ego, seconds), cams, [lid], obs, sequence_id=f"nurec-ops-rig-{seconds:g}s",
-                               keep_truth=False, workers=workers or os.cpu_count() or 1)
+                               keep_truth=False, workers=workers or os.cpu_count() or 1,
+                               progress=None if quiet else (lambda line: print(line, flush=True)))
     dt = time.perf_counter() - t
     if not quiet:
         size = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))

@@ -140,9 +140,14 @@ class RoadCar:
 
 
 def _slab(o, d, lo, hi):
+    """Entry distance of rays o + s d [n, 3] into the box [lo, hi] (inf:
+    none). The three axes are combined pairwise: numpy's reductions over a
+    length-3 axis were most of a lidar sweep's ray cast."""
     with np.errstate(divide="ignore", invalid="ignore"):
         a, b = (lo - o) / d, (hi - o) / d
-    tmin, tmax = np.minimum(a, b).max(-1), np.maximum(a, b).min(-1)
+    near, far = np.minimum(a, b), np.maximum(a, b)
+    tmin = np.maximum(np.maximum(near[:, 0], near[:, 1]), near[:, 2])
+    tmax = np.minimum(np.minimum(far[:, 0], far[:, 1]), far[:, 2])
     return np.where((tmax >= tmin) & (tmin > 1e-9), tmin, np.inf)
 
 
@@ -300,6 +305,8 @@ def _camera_frame(args):
 
     rays = _JOB.setdefault("rays", {})
     if c not in rays:  # once per camera and process
+        if _JOB.get("forked"):
+            torch.set_num_threads(1)  # one per process: N processes x N threads oversubscribed the cores
         rays[c] = camera_rays(cam, ncs.camera_model_from_parameters(cam.params, device="cpu", dtype=torch.float64))
     img = render_image(street, cam, None, *cam.spans[f], rays=rays[c])
     buf = io.BytesIO()
@@ -336,6 +343,7 @@ def _ordered(fn, items, workers):
     import collections
     import concurrent.futures as cf
 
+    _JOB["forked"] = True
     with cf.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         pending = collections.deque()
         for it in items:
@@ -348,14 +356,15 @@ def _ordered(fn, items, workers):
 
 def write_clip(folder, street, cameras: List[SynthCamera], lidars: List[SynthLidar], observation_us,
                sequence_id="nurec-ops-synthetic-clip", store_base_name="clip", keep_truth=True, workers=1,
-               duration_us: Optional[int] = None):
+               duration_us: Optional[int] = None, progress=None):
     """Writes the clip with NCore's v4 writer (a store for the poses,
     intrinsics, cameras and cuboids, one per lidar group) and its sequence
     meta JSON ``clip.json``; returns (meta JSON path, truth). The truth holds
     the intrinsics, and with ``keep_truth`` every image and sweep (see
     lidar_sweep; "stored" the valid returns' indices in stored order).
     ``observation_us``: the cuboid label times (each car while present).
-    ``workers`` > 1 renders frames in forked processes."""
+    ``workers`` > 1 renders frames in forked processes. ``progress``: called
+    with a line per sensor written (its frames and seconds), e.g. print."""
     from ncore.data import v4
     import ncore.data as ncd
     from ncore.impl.common.transformations import HalfClosedInterval
@@ -376,8 +385,14 @@ def write_clip(folder, street, cameras: List[SynthCamera], lidars: List[SynthLid
     truth = dict(cameras={c.name: c.params for c in cameras}, lidars={l.name: l.params for l in lidars},
                  images={}, sweeps={})
     _JOB.update(street=street, cameras=list(cameras), lidars=list(lidars), keep=keep_truth)
+    import time
+
+    def done(name, n, t0):
+        if progress is not None:
+            progress(f"  {name}: {n} frames in {time.perf_counter() - t0:.1f} s")
     try:
         for c, cam in enumerate(cameras):
+            t0 = time.perf_counter()
             intrinsics.store_camera_intrinsics(cam.name, cam.params)
             out = writer.register_component_writer(v4.CameraSensorComponent.Writer, cam.name)
             truth["images"][cam.name] = []
@@ -386,7 +401,9 @@ def write_clip(folder, street, cameras: List[SynthCamera], lidars: List[SynthLid
                 out.store_frame(data, cam.image_format, np.array([s, e], dtype=np.uint64), {}, {})
                 if keep_truth:
                     truth["images"][cam.name].append(img)
+            done(cam.name, len(cam.spans), t0)
         for l, lid in enumerate(lidars):
+            t0 = time.perf_counter()
             intrinsics.store_lidar_intrinsics(lid.name, lid.params)
             out = writer.register_component_writer(v4.LidarSensorComponent.Writer, lid.name, group_name=lid.group)
             truth["sweeps"][lid.name] = []
@@ -396,6 +413,7 @@ def write_clip(folder, street, cameras: List[SynthCamera], lidars: List[SynthLid
                                 generic_meta_data={})
                 if keep_truth:
                     truth["sweeps"][lid.name].append(sw)
+            done(lid.name, len(lid.sweeps), t0)
     finally:
         _JOB.clear()
     cuboids = writer.register_component_writer(v4.CuboidsComponent.Writer, "default")
