@@ -2,55 +2,15 @@
  * pipeline as CUDA (projection -> tile binning -> per-tile compositing),
  * so CPU and CUDA agree on images and gradients. */
 #include <stdlib.h>
-#include <string.h>
 
 #include "rasterize_camera/rasterize_camera_math.h"
+#include "tiles/splat_cpu.h"
 
 #define NUREC_GENERIC_FILE "rasterize_camera/rasterize_camera_cpu_generic.h"
 #include "math/generic.h"
 
 void nurec_rasterize_camera_tiles(const nurec_rasterize_camera_params* p, nurec_tiles_params* t) {
-    memset(t, 0, sizeof(*t));
-    t->dtype = p->dtype;
-    t->num_images = p->num_cameras;
-    t->items_per_image = p->num_gaussians;
-    t->width = p->width;
-    t->height = p->height;
-    t->tiles_x = p->tiles_x;
-    t->tiles_y = p->tiles_y;
-    t->records = p->records;
-    t->counts = p->counts;
-    t->offsets = p->offsets;
-    t->capacity = p->capacity;
-    t->isect_items = p->isect_items;
-    t->tile_ranges = p->tile_ranges;
-    t->status = p->status;
-    t->workspace = p->workspace;
-    t->workspace_bytes = p->workspace_bytes;
+    NUREC_SPLAT_TILES(p, t, p->num_cameras, p->width, p->height);
 }
 
-int nurec_rasterize_camera_project_cpu(const nurec_rasterize_camera_params* p, int64_t* total) {
-    if (p->dtype == NUREC_F32) rc_project_cpu_f32(p);
-    else if (p->dtype == NUREC_F64) rc_project_cpu_f64(p);
-    else return NUREC_ERR_DTYPE;
-    nurec_tiles_params t;
-    nurec_rasterize_camera_tiles(p, &t);
-    *total = nurec_tiles_scan_cpu(&t);
-    return NUREC_OK;
-}
-
-int nurec_rasterize_camera_forward_cpu(const nurec_rasterize_camera_params* p) {
-    nurec_tiles_params t;
-    nurec_rasterize_camera_tiles(p, &t);
-    int st = nurec_tiles_bin_cpu(&t);
-    if (st != NUREC_OK) return st;
-    if (p->dtype == NUREC_F32) return rc_forward_cpu_f32(p);
-    if (p->dtype == NUREC_F64) return rc_forward_cpu_f64(p);
-    return NUREC_ERR_DTYPE;
-}
-
-int nurec_rasterize_camera_backward_cpu(const nurec_rasterize_camera_params* p) {
-    if (p->dtype == NUREC_F32) return rc_backward_cpu_f32(p);
-    if (p->dtype == NUREC_F64) return rc_backward_cpu_f64(p);
-    return NUREC_ERR_DTYPE;
-}
+NUREC_SPLAT_CPU_LAUNCHERS(camera, rc)
