@@ -33,6 +33,8 @@ fi
 if [ "$MODE" = all ] || [ "$MODE" = quick ]; then
     step "bad inputs on this build (CPU and CUDA tensors)"
     timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_errors.py 2>&1 | tail -3
+    step "a scene past 2^31 tile intersections (~60 GB)"
+    NUREC_TEST_HUGE=1 timeout 150 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider tests/test_big_scene.py 2>&1 | tail -3
     step "GPU tests"
     timeout ${GPU_TESTS_TIMEOUT:-330} python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider tests \
         > "$OUT/gpu_tests_full.log" 2>&1

@@ -163,10 +163,7 @@ def rolling_args(op, viewmats, viewmats_end, column_azimuths, col_order, column_
     if column_times is None:
         column_times = _cached_times(column_azimuths)
     else:
-        W = column_azimuths.shape[0]
-        Ck.shape(op, "column_times", column_times, (W,), "[W] (W = column_azimuths.shape[0])")
-        Ck.real(op, "column_times", column_times, viewmats, "viewmats")
-        Ck.device(op, "column_times", column_times, viewmats, "viewmats")
+        _check_column_times(op, column_times, column_azimuths.shape[0], viewmats, "viewmats")
     from ._cache import cached
 
     return (end, cached("canonical_column_times", (column_times, col_order),
@@ -237,9 +234,14 @@ def _check_rolling(op, C, W, means, viewmats_end, column_times):
     Ck.device(op, "viewmats_end", viewmats_end, means, "means")
     if column_times is None:
         Ck.fail(op, "`column_times` is needed with `viewmats_end`")
+    _check_column_times(op, column_times, W, means, "means")
+
+
+def _check_column_times(op, column_times, W, ref, ref_name):
+    """column_times [W], real and on ref's device (and dtype)."""
     Ck.shape(op, "column_times", column_times, (W,), "[W] (W = column_azimuths.shape[0])")
-    Ck.real(op, "column_times", column_times, means, "means")
-    Ck.device(op, "column_times", column_times, means, "means")
+    Ck.real(op, "column_times", column_times, ref, ref_name)
+    Ck.device(op, "column_times", column_times, ref, ref_name)
 
 
 @torch.library.register_fake("nurec_ops::rasterize_lidar_fwd")

@@ -8,7 +8,7 @@ problem). An offset or a count that wrapped at 2^31 would break the tiles
 whose lists start past it (the lower part of the image).
 
 Needs ~60 GB of GPU memory and a few seconds: run with NUREC_TEST_HUGE=1
-(the device session does)."""
+(benchmarks/device_session.sh quick does)."""
 import os
 
 import pytest
