@@ -13,6 +13,10 @@ from . import reference
 from . import diagnose
 from .nvtx import set_nvtx
 from .swap import Swap, swap
+from ._compile_cache import package_files as _package_files, tag_compile_cache as _tag_compile_cache
+
+# After every op and fake kernel above is registered: see _compile_cache.py.
+_tag_compile_cache("nurec_ops", _package_files())
 
 __all__ = [
     "interpolate_track_poses",
