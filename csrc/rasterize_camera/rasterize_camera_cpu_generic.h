@@ -5,38 +5,14 @@
 #undef SPLAT_CELL_ALPHA
 
 /* Projection of every (camera, Gaussian) item: tile record, tile count and,
- * with SH, the colour seen from that camera. */
+ * with SH, the colour seen from that camera (tiles/splat_project_generic.h). */
 static void NR(rc_project_cpu)(const nurec_rasterize_camera_params* p) {
-    const int64_t C = p->num_cameras, N = p->num_gaussians;
-    const real_t* means = (const real_t*)p->means;
-    const real_t* quats = (const real_t*)p->quats;
-    const real_t* scales = (const real_t*)p->scales;
-    const real_t* opac = (const real_t*)p->opacities;
-    real_t* records = (real_t*)p->records;
-    for (int64_t c = 0; c < C; ++c) {
+    for (int64_t c = 0; c < p->num_cameras; ++c) {
         NR(rc_camera) cam;
         NR(rc_camera_of)(p, c, &cam);
-        for (int64_t g = 0; g < N; ++g) {
-            int64_t it = c * N + g;
-            real_t* rec = records + NUREC_TREC_SIZE * it;
-            NR(rc_camera) camg = cam; /* its pose at the Gaussian's time (SPEC 7) */
-            NR(rc_camera_at_time)(p, c, it, means + 3 * g, 1, &camg);
-            NR(rc_proj) P;
-            int vis = NR(rc_project)(&camg, means + 3 * g, quats + 4 * g, scales + 3 * g, opac[g],
-                                     (real_t)p->near_plane, (real_t)p->far_plane, &P, rec);
-            int64_t cnt = 0;
-            nurec_footprint f;
-            if (vis && NR(nurec_footprint_of)(&f, rec, p->width, p->height))
-                cnt = nurec_footprint_count(&f, p->width);
-            p->counts[it] = cnt;
-            if (p->sh_degree >= 0) {
-                real_t* col = (real_t*)p->colors + 3 * it;
-                if (cnt > 0)
-                    NR(rc_sh_color)(p->sh_degree, (const real_t*)p->features + 3 * p->sh_coeffs * g,
-                                    means + 3 * g, camg.campos, col);
-                else
-                    col[0] = col[1] = col[2] = 0;
-            }
+        for (int64_t g = 0; g < p->num_gaussians; ++g) {
+            NR(rc_camera) camg = cam; /* moved to the Gaussian's time (SPEC 7) */
+            NR(rc_project_item)(p, c, g, &camg);
         }
     }
 }
@@ -121,39 +97,8 @@ static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
     free(S);
 
     /* per Gaussian: the projection VJP summed over cameras */
-    const real_t* means = (const real_t*)p->means;
-    const real_t* quats = (const real_t*)p->quats;
-    const real_t* scales = (const real_t*)p->scales;
-    const real_t* opac = (const real_t*)p->opacities;
-    if (sh) memset(p->grad_features, 0, sizeof(real_t) * (size_t)(N * p->sh_coeffs * 3));
-    for (int64_t g = 0; g < N; ++g) {
-        real_t gm[3] = {0, 0, 0}, gq[4] = {0, 0, 0, 0}, gs[3] = {0, 0, 0}, go = 0;
-        for (int64_t c = 0; c < C; ++c) {
-            int64_t it = c * N + g;
-            if (p->counts[it] <= 0) continue;
-            NR(rc_camera) cam;
-            NR(rc_camera_of)(p, c, &cam);
-            NR(rc_camera_at_time)(p, c, it, means + 3 * g, 0, &cam);
-            NR(rc_proj) P;
-            real_t rec[NUREC_TREC_SIZE], q1[4], s1[3];
-            NR(rc_project)(&cam, means + 3 * g, quats + 4 * g, scales + 3 * g, opac[g],
-                           (real_t)p->near_plane, (real_t)p->far_plane, &P, rec);
-            const real_t* gr = grec + NUREC_SPLAT_GREC_SIZE * it;
-            NR(rc_project_vjp)(&cam, means + 3 * g, quats + 4 * g, scales + 3 * g, &P, gr, gm, q1, s1);
-            for (int k = 0; k < 4; ++k) gq[k] += q1[k];
-            for (int k = 0; k < 3; ++k) gs[k] += s1[k];
-            go += gr[5];
-            if (sh)
-                NR(rc_sh_color_vjp)(p->sh_degree, (const real_t*)p->features + 3 * p->sh_coeffs * g,
-                                    means + 3 * g, cam.campos, (const real_t*)p->grad_colors + 3 * it,
-                                    (real_t*)p->grad_features + 3 * p->sh_coeffs * g, gm);
-        }
-        for (int k = 0; k < 3; ++k) {
-            ((real_t*)p->grad_means)[3 * g + k] = gm[k];
-            ((real_t*)p->grad_scales)[3 * g + k] = gs[k];
-        }
-        for (int k = 0; k < 4; ++k) ((real_t*)p->grad_quats)[4 * g + k] = gq[k];
-        ((real_t*)p->grad_opacities)[g] = go;
-    }
+    for (int64_t g = 0; g < N; ++g)
+        NR(rc_project_vjp_gaussian)(p, g, 0, sh ? (real_t*)p->grad_features + 3 * p->sh_coeffs * g : (real_t*)0,
+                                    sh ? 3 * p->sh_coeffs : 0);
     return NUREC_OK;
 }

@@ -16,31 +16,7 @@ NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
     NR(rc_camera) cam;
     NR(rc_camera_of)(&p, c, &cam);
     if (!kModels) cam.model.model = NUREC_CAM_PINHOLE;
-    const real_t* mp = (const real_t*)p.means + 3 * g;
-    const real_t* qp = (const real_t*)p.quats + 4 * g;
-    const real_t* sp = (const real_t*)p.scales + 3 * g;
-    real_t m[3] = {mp[0], mp[1], mp[2]}, q[4] = {qp[0], qp[1], qp[2], qp[3]};
-    real_t s[3] = {sp[0], sp[1], sp[2]};
-    NR(rc_camera_at_time)(&p, c, it, m, 1, &cam);
-    real_t rec[NUREC_TREC_SIZE];
-    NR(rc_proj) P;
-    int vis = NR(rc_project)(&cam, m, q, s, ((const real_t*)p.opacities)[g],
-                             (real_t)p.near_plane, (real_t)p.far_plane, &P, rec);
-    int64_t cnt = 0;
-    nurec_footprint f;
-    if (vis && NR(nurec_footprint_of)(&f, rec, p.width, p.height))
-        cnt = nurec_footprint_count(&f, p.width);
-    real_t* out = (real_t*)p.records + NUREC_TREC_SIZE * it;
-    for (int k = 0; k < NUREC_TREC_SIZE; ++k) out[k] = rec[k];
-    p.counts[it] = cnt;
-    if (p.sh_degree >= 0) {
-        real_t col[3] = {0, 0, 0};
-        if (cnt > 0)
-            NR(rc_sh_color)(p.sh_degree, (const real_t*)p.features + 3 * p.sh_coeffs * g, m,
-                            cam.campos, col);
-        real_t* oc = (real_t*)p.colors + 3 * it;
-        oc[0] = col[0]; oc[1] = col[1]; oc[2] = col[2];
-    }
+    NR(rc_project_item)(&p, c, g, &cam); /* tiles/splat_project_generic.h */
 }
 
 /* Where a block works: one block per (tile, camera, pass of up to RC_CH
@@ -393,50 +369,14 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     }
 }
 
-/* Per Gaussian: the projection VJP summed over cameras (no atomics). */
+/* Per Gaussian: the projection VJP summed over cameras (no atomics;
+ * tiles/splat_project_generic.h). */
 template <bool kModels>
 __global__ void __launch_bounds__(RC_PROJ_THREADS)
 NR(rc_project_backward_kernel)(nurec_rasterize_camera_params p) {
-    const int64_t N = p.num_gaussians, C = p.num_cameras;
     int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= N) return;
-    const bool overflow = p.status[1] != 0;
+    if (g >= p.num_gaussians) return;
     const int sh = p.sh_degree >= 0;
-    const real_t* mp = (const real_t*)p.means + 3 * g;
-    const real_t* qp = (const real_t*)p.quats + 4 * g;
-    const real_t* sp = (const real_t*)p.scales + 3 * g;
-    real_t m[3] = {mp[0], mp[1], mp[2]}, q[4] = {qp[0], qp[1], qp[2], qp[3]};
-    real_t s[3] = {sp[0], sp[1], sp[2]};
-    real_t o = ((const real_t*)p.opacities)[g];
-    real_t gm[3] = {0, 0, 0}, gq[4] = {0, 0, 0, 0}, gs[3] = {0, 0, 0}, go = 0;
-    real_t* gsh = sh ? (real_t*)p.grad_features + 3 * p.sh_coeffs * g : (real_t*)0;
-    if (sh)
-        for (int64_t k = 0; k < 3 * p.sh_coeffs; ++k) gsh[k] = 0;
-    for (int64_t c = 0; c < C && !overflow; ++c) {
-        int64_t it = c * N + g;
-        if (p.counts[it] <= 0) continue;
-        NR(rc_camera) cam;
-        NR(rc_camera_of)(&p, c, &cam);
-        if (!kModels) cam.model.model = NUREC_CAM_PINHOLE;
-        NR(rc_camera_at_time)(&p, c, it, m, 0, &cam);
-        NR(rc_proj) P;
-        real_t rec[NUREC_TREC_SIZE], q1[4], s1[3], gr[NUREC_SPLAT_GREC_SIZE];
-        const real_t* gp = (const real_t*)p.grad_records + NUREC_SPLAT_GREC_SIZE * it;
-        for (int k = 0; k < NUREC_SPLAT_GREC_SIZE; ++k) gr[k] = gp[k];
-        NR(rc_project)(&cam, m, q, s, o, (real_t)p.near_plane, (real_t)p.far_plane, &P, rec);
-        NR(rc_project_vjp)(&cam, m, q, s, &P, gr, gm, q1, s1);
-        for (int k = 0; k < 4; ++k) gq[k] += q1[k];
-        for (int k = 0; k < 3; ++k) gs[k] += s1[k];
-        go += gr[5];
-        if (sh)
-            NR(rc_sh_color_vjp)(p.sh_degree, (const real_t*)p.features + 3 * p.sh_coeffs * g, m,
-                                cam.campos, (const real_t*)p.grad_colors + 3 * it, gsh, gm);
-    }
-    /* an overflowed forward returned NaN images: its gradients are zero */
-    real_t* om = (real_t*)p.grad_means + 3 * g;
-    real_t* oq = (real_t*)p.grad_quats + 4 * g;
-    real_t* os = (real_t*)p.grad_scales + 3 * g;
-    for (int k = 0; k < 3; ++k) { om[k] = gm[k]; os[k] = gs[k]; }
-    for (int k = 0; k < 4; ++k) oq[k] = gq[k];
-    ((real_t*)p.grad_opacities)[g] = go;
+    NR(rc_project_vjp_gaussian)(&p, g, !kModels, sh ? (real_t*)p.grad_features + 3 * p.sh_coeffs * g : (real_t*)0,
+                                sh ? 3 * p.sh_coeffs : 0);
 }

@@ -168,12 +168,7 @@ NUREC_HD int NR(rc_project_model)(const NR(rc_camera)* cam, const real_t q[4], c
     rec[NUREC_TREC_U] = uv[0].v;
     rec[NUREC_TREC_V] = uv[1].v;
     if (!(P->det > 0) || !(uv[0].v == uv[0].v) || !(uv[1].v == uv[1].v)) return 0;
-    rec[NUREC_TREC_A] = P->c / P->det;
-    rec[NUREC_TREC_B] = -P->b / P->det;
-    rec[NUREC_TREC_C] = P->a / P->det;
-    if (!((real_t)255 * o >= 1)) return 0;
-    rec[NUREC_TREC_THR] = 2 * R_LOG((real_t)255 * o) + (real_t)NUREC_RC_THR_MARGIN;
-    return 1;
+    return NR(splat_record_conic)(P->a, P->b, P->c, P->det, o, (real_t)NUREC_RC_THR_MARGIN, rec);
 }
 
 /* rc_project_vjp for a SPEC 6 model: the record's gradient -> the camera-
@@ -241,13 +236,7 @@ NUREC_HD int NR(rc_project)(const NR(rc_camera)* cam, const real_t m[3], const r
     NR(splat_cov2d)(P->T, (real_t)NUREC_RC_EPS2D, &P->a, &P->b, &P->c, &P->det);
     NR(pinhole_pixel)(cam->fx, cam->fy, cam->cx, cam->cy, P->p, &rec[NUREC_TREC_U], &rec[NUREC_TREC_V]);
     if (!(P->det > 0)) return 0;
-    rec[NUREC_TREC_A] = P->c / P->det;
-    rec[NUREC_TREC_B] = -P->b / P->det;
-    rec[NUREC_TREC_C] = P->a / P->det;
-    /* alpha >= 1/255 needs o exp(-sigma) >= 1/255: d^T Q d <= 2 ln(255 o) */
-    if (!((real_t)255 * o >= 1)) return 0;
-    rec[NUREC_TREC_THR] = 2 * R_LOG((real_t)255 * o) + (real_t)NUREC_RC_THR_MARGIN;
-    return 1;
+    return NR(splat_record_conic)(P->a, P->b, P->c, P->det, o, (real_t)NUREC_RC_THR_MARGIN, rec);
 }
 
 /* Gradient of the projection: g = (gu, gv, gA, gB, gC, go, gz) of the record
@@ -407,3 +396,46 @@ NUREC_HD real_t NR(rc_alpha)(const real_t* r, real_t px, real_t py, real_t* vis,
     *dy = py - r[1];
     return NR(splat_alpha)(r, *dx, *dy, vis);
 }
+
+/* The camera's hooks of the projection written once for both rasterizers
+ * (tiles/splat_project_generic.h): its cells are the tiles its footprint
+ * crosses; its extra per item is the SH colour seen from the camera. */
+NUREC_HD int64_t NR(rc_item_cells)(const nurec_rasterize_camera_params* p, const real_t* rec, int vis) {
+    nurec_footprint f;
+    if (vis && NR(nurec_footprint_of)(&f, rec, p->width, p->height)) return nurec_footprint_count(&f, p->width);
+    return 0;
+}
+
+NUREC_HD void NR(rc_item_color)(const nurec_rasterize_camera_params* p, const NR(rc_camera)* cam, int64_t g,
+                                int64_t it, const real_t m[3], int64_t cnt) {
+    if (p->sh_degree < 0) return;
+    real_t col[3] = {0, 0, 0};
+    if (cnt > 0)
+        NR(rc_sh_color)(p->sh_degree, (const real_t*)p->features + 3 * p->sh_coeffs * g, m, cam->campos, col);
+    real_t* oc = (real_t*)p->colors + 3 * it;
+    oc[0] = col[0]; oc[1] = col[1]; oc[2] = col[2];
+}
+
+#define SPLAT_FN(name) NR(NUREC_PASTE(rc, name))
+#define SPLAT_PARAMS nurec_rasterize_camera_params
+#define SPLAT_SENSOR NR(rc_camera)
+#define SPLAT_PROJ NR(rc_proj)
+#define SPLAT_NUM_SENSORS(p) ((p)->num_cameras)
+#define SPLAT_SENSOR_OF(p, c, S, plain)                       \
+    do {                                                      \
+        NR(rc_camera_of)(p, c, S);                            \
+        if (plain) (S)->model.model = NUREC_CAM_PINHOLE;      \
+    } while (0)
+#define SPLAT_AT_TIME(p, c, it, m, solve, S) NR(rc_camera_at_time)(p, c, it, m, solve, S)
+#define SPLAT_PROJECT(p, S, m, q, s, o, P, rec) \
+    NR(rc_project)(S, m, q, s, o, (real_t)(p)->near_plane, (real_t)(p)->far_plane, P, rec)
+#define SPLAT_PROJECT_VJP(S, m, q, s, P, gr, gm, gq, gs) NR(rc_project_vjp)(S, m, q, s, P, gr, gm, gq, gs)
+#define SPLAT_CELLS(p, it, rec, vis) NR(rc_item_cells)(p, rec, vis)
+#define SPLAT_ITEM_DONE(p, S, g, it, m, cnt) NR(rc_item_color)(p, S, g, it, m, cnt)
+#define SPLAT_ITEM_VJP(p, S, g, it, m, extra, gm)                                                             \
+    do {                                                                                                      \
+        if ((p)->sh_degree >= 0)                                                                              \
+            NR(rc_sh_color_vjp)((p)->sh_degree, (const real_t*)(p)->features + 3 * (p)->sh_coeffs * (g), m,   \
+                                (S)->campos, (const real_t*)(p)->grad_colors + 3 * (it), extra, gm);          \
+    } while (0)
+#include "tiles/splat_project_generic.h"

@@ -4,37 +4,15 @@
 #include "tiles/splat_cell_cpu_generic.h"
 #undef SPLAT_CELL_ALPHA
 
-/* Projection of every (sweep, Gaussian) item: tile record, tile rectangle
- * and count. */
+/* Projection of every (sweep, Gaussian) item: tile record, tile box and
+ * count (tiles/splat_project_generic.h). */
 static void NR(rl_project_cpu)(const nurec_rasterize_lidar_params* p) {
-    const int64_t C = p->num_sweeps, N = p->num_gaussians;
-    const real_t* means = (const real_t*)p->means;
-    const real_t* quats = (const real_t*)p->quats;
-    const real_t* scales = (const real_t*)p->scales;
-    const real_t* opac = (const real_t*)p->opacities;
-    real_t* records = (real_t*)p->records;
-    for (int64_t c = 0; c < C; ++c) {
+    for (int64_t c = 0; c < p->num_sweeps; ++c) {
         NR(rl_sensor) S;
         NR(rl_sensor_load)((const real_t*)p->viewmats + 16 * c, &S);
-        for (int64_t g = 0; g < N; ++g) {
-            int64_t it = c * N + g;
-            real_t* rec = records + NUREC_TREC_SIZE * it;
-            int32_t* box = p->boxes + NUREC_BOX_SIZE * it;
-            NR(rl_sensor) Sg = S; /* its pose at the Gaussian's time (SPEC 7) */
-            NR(rl_sensor_at_time)(p, c, it, means + 3 * g, 1, &Sg);
-            NR(rl_proj) P;
-            int vis = NR(rl_project)(&Sg, means + 3 * g, quats + 4 * g, scales + 3 * g, opac[g],
-                                     (real_t)p->near_plane, (real_t)p->far_plane,
-                                     (real_t)p->eps2d, &P, rec);
-            int64_t cnt = 0;
-            box[0] = box[1] = box[2] = -1;
-            box[3] = box[4] = box[5] = 0;
-            if (vis)
-                cnt = NR(rl_box)(rec, (const real_t*)p->row_elevations,
-                                 (const real_t*)p->column_azimuths,
-                                 (const real_t*)p->row_azimuth_offsets, p->rows, p->cols,
-                                 p->tiles_x, p->tiles_y, box);
-            p->counts[it] = cnt;
+        for (int64_t g = 0; g < p->num_gaussians; ++g) {
+            NR(rl_sensor) Sg = S; /* moved to the Gaussian's time (SPEC 7) */
+            NR(rl_project_item)(p, c, g, &Sg);
         }
     }
 }
@@ -95,34 +73,6 @@ static int NR(rl_backward_cpu)(const nurec_rasterize_lidar_params* p) {
     free(S);
 
     /* per Gaussian: the projection VJP summed over sweeps */
-    const real_t* means = (const real_t*)p->means;
-    const real_t* quats = (const real_t*)p->quats;
-    const real_t* scales = (const real_t*)p->scales;
-    const real_t* opac = (const real_t*)p->opacities;
-    for (int64_t g = 0; g < N; ++g) {
-        real_t gm[3] = {0, 0, 0}, gq[4] = {0, 0, 0, 0}, gs[3] = {0, 0, 0}, go = 0;
-        for (int64_t c = 0; c < C; ++c) {
-            int64_t it = c * N + g;
-            if (p->counts[it] <= 0) continue;
-            NR(rl_sensor) Sn;
-            NR(rl_sensor_load)((const real_t*)p->viewmats + 16 * c, &Sn);
-            NR(rl_sensor_at_time)(p, c, it, means + 3 * g, 0, &Sn);
-            NR(rl_proj) P;
-            real_t rec[NUREC_TREC_SIZE], q1[4], s1[3];
-            NR(rl_project)(&Sn, means + 3 * g, quats + 4 * g, scales + 3 * g, opac[g],
-                           (real_t)p->near_plane, (real_t)p->far_plane, (real_t)p->eps2d, &P, rec);
-            const real_t* gr = grec + NUREC_SPLAT_GREC_SIZE * it;
-            NR(rl_project_vjp)(&Sn, scales + 3 * g, &P, gr, gm, q1, s1);
-            for (int k = 0; k < 4; ++k) gq[k] += q1[k];
-            for (int k = 0; k < 3; ++k) gs[k] += s1[k];
-            go += gr[5];
-        }
-        for (int k = 0; k < 3; ++k) {
-            ((real_t*)p->grad_means)[3 * g + k] = gm[k];
-            ((real_t*)p->grad_scales)[3 * g + k] = gs[k];
-        }
-        for (int k = 0; k < 4; ++k) ((real_t*)p->grad_quats)[4 * g + k] = gq[k];
-        ((real_t*)p->grad_opacities)[g] = go;
-    }
+    for (int64_t g = 0; g < N; ++g) NR(rl_project_vjp_gaussian)(p, g, 0, (real_t*)0, 0);
     return NUREC_OK;
 }

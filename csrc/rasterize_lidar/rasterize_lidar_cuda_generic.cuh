@@ -10,27 +10,7 @@ NR(rl_project_kernel)(nurec_rasterize_lidar_params p) {
     int64_t c = it / N, g = it - c * N;
     NR(rl_sensor) S;
     NR(rl_sensor_load)((const real_t*)p.viewmats + 16 * c, &S);
-    const real_t* mp = (const real_t*)p.means + 3 * g;
-    const real_t* qp = (const real_t*)p.quats + 4 * g;
-    const real_t* sp = (const real_t*)p.scales + 3 * g;
-    real_t m[3] = {mp[0], mp[1], mp[2]}, q[4] = {qp[0], qp[1], qp[2], qp[3]};
-    real_t s[3] = {sp[0], sp[1], sp[2]};
-    NR(rl_sensor_at_time)(&p, c, it, m, 1, &S);
-    real_t rec[NUREC_TREC_SIZE];
-    NR(rl_proj) P;
-    int vis = NR(rl_project)(&S, m, q, s, ((const real_t*)p.opacities)[g], (real_t)p.near_plane,
-                             (real_t)p.far_plane, (real_t)p.eps2d, &P, rec);
-    int32_t box[NUREC_BOX_SIZE] = {-1, -1, -1, 0, 0, 0};
-    int64_t cnt = 0;
-    if (vis)
-        cnt = NR(rl_box)(rec, (const real_t*)p.row_elevations, (const real_t*)p.column_azimuths,
-                         (const real_t*)p.row_azimuth_offsets, p.rows, p.cols, p.tiles_x,
-                         p.tiles_y, box);
-    real_t* out = (real_t*)p.records + NUREC_TREC_SIZE * it;
-    for (int k = 0; k < NUREC_TREC_SIZE; ++k) out[k] = rec[k];
-    int32_t* ob = p.boxes + NUREC_BOX_SIZE * it;
-    for (int k = 0; k < NUREC_BOX_SIZE; ++k) ob[k] = box[k];
-    p.counts[it] = cnt;
+    NR(rl_project_item)(&p, c, g, &S); /* tiles/splat_project_generic.h */
 }
 
 /* Warp culling. A tile of the horizon band lists tens of thousands of
@@ -533,42 +513,11 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
     }
 }
 
-/* Per Gaussian: the projection VJP summed over sweeps (no atomics). */
+/* Per Gaussian: the projection VJP summed over sweeps (no atomics;
+ * tiles/splat_project_generic.h). */
 __global__ void __launch_bounds__(RL_PROJ_THREADS)
 NR(rl_project_backward_kernel)(nurec_rasterize_lidar_params p) {
-    const int64_t N = p.num_gaussians, C = p.num_sweeps;
     int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= N) return;
-    const bool overflow = p.status[1] != 0;
-    const real_t* mp = (const real_t*)p.means + 3 * g;
-    const real_t* qp = (const real_t*)p.quats + 4 * g;
-    const real_t* sp = (const real_t*)p.scales + 3 * g;
-    real_t m[3] = {mp[0], mp[1], mp[2]}, q[4] = {qp[0], qp[1], qp[2], qp[3]};
-    real_t s[3] = {sp[0], sp[1], sp[2]};
-    real_t o = ((const real_t*)p.opacities)[g];
-    real_t gm[3] = {0, 0, 0}, gq[4] = {0, 0, 0, 0}, gs[3] = {0, 0, 0}, go = 0;
-    for (int64_t c = 0; c < C && !overflow; ++c) {
-        int64_t it = c * N + g;
-        if (p.counts[it] <= 0) continue;
-        NR(rl_sensor) S;
-        NR(rl_sensor_load)((const real_t*)p.viewmats + 16 * c, &S);
-        NR(rl_sensor_at_time)(&p, c, it, m, 0, &S);
-        NR(rl_proj) P;
-        real_t rec[NUREC_TREC_SIZE], q1[4], s1[3], gr[NUREC_SPLAT_GREC_SIZE];
-        const real_t* gp = (const real_t*)p.grad_records + NUREC_SPLAT_GREC_SIZE * it;
-        for (int k = 0; k < NUREC_SPLAT_GREC_SIZE; ++k) gr[k] = gp[k];
-        NR(rl_project)(&S, m, q, s, o, (real_t)p.near_plane, (real_t)p.far_plane, (real_t)p.eps2d,
-                       &P, rec);
-        NR(rl_project_vjp)(&S, s, &P, gr, gm, q1, s1);
-        for (int k = 0; k < 4; ++k) gq[k] += q1[k];
-        for (int k = 0; k < 3; ++k) gs[k] += s1[k];
-        go += gr[5];
-    }
-    /* an overflowed forward returned NaN outputs: its gradients are zero */
-    real_t* om = (real_t*)p.grad_means + 3 * g;
-    real_t* oq = (real_t*)p.grad_quats + 4 * g;
-    real_t* os = (real_t*)p.grad_scales + 3 * g;
-    for (int k = 0; k < 3; ++k) { om[k] = gm[k]; os[k] = gs[k]; }
-    for (int k = 0; k < 4; ++k) oq[k] = gq[k];
-    ((real_t*)p.grad_opacities)[g] = go;
+    if (g >= p.num_gaussians) return;
+    NR(rl_project_vjp_gaussian)(&p, g, 0, (real_t*)0, 0);
 }

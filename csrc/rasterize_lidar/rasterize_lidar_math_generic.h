@@ -154,12 +154,7 @@ NUREC_HD int NR(rl_project)(const NR(rl_sensor)* S, const real_t m[3], const rea
     }
     NR(splat_cov2d)(P->T, eps2d, &P->a, &P->b, &P->c, &P->det);
     if (!(P->det > 0)) return 0;
-    rec[NUREC_TREC_A] = P->c / P->det;
-    rec[NUREC_TREC_B] = -P->b / P->det;
-    rec[NUREC_TREC_C] = P->a / P->det;
-    if (!((real_t)255 * o >= 1)) return 0;
-    rec[NUREC_TREC_THR] = 2 * R_LOG((real_t)255 * o) + (real_t)NUREC_SPLAT_THR_MARGIN;
-    return 1;
+    return NR(splat_record_conic)(P->a, P->b, P->c, P->det, o, (real_t)NUREC_SPLAT_THR_MARGIN, rec);
 }
 
 /* Gradient of the projection: g = (gu, gv, gA, gB, gC, go, gr) of the record
@@ -333,3 +328,33 @@ NUREC_HD int64_t NR(rl_box)(const real_t* rec, const real_t* row_el, const real_
 }
 
 #undef RL_CEIL
+
+/* The lidar's hooks of the projection written once for both rasterizers
+ * (tiles/splat_project_generic.h): its cells are the tile box of rows x
+ * columns its ellipse crosses, written per item; no extra per item. */
+NUREC_HD int64_t NR(rl_item_cells)(const nurec_rasterize_lidar_params* p, int64_t it, const real_t* rec, int vis) {
+    int32_t box[NUREC_BOX_SIZE] = {-1, -1, -1, 0, 0, 0};
+    int64_t cnt = 0;
+    if (vis)
+        cnt = NR(rl_box)(rec, (const real_t*)p->row_elevations, (const real_t*)p->column_azimuths,
+                         (const real_t*)p->row_azimuth_offsets, p->rows, p->cols, p->tiles_x, p->tiles_y, box);
+    int32_t* ob = p->boxes + NUREC_BOX_SIZE * it;
+    for (int k = 0; k < NUREC_BOX_SIZE; ++k) ob[k] = box[k];
+    return cnt;
+}
+
+#define SPLAT_FN(name) NR(NUREC_PASTE(rl, name))
+#define SPLAT_PARAMS nurec_rasterize_lidar_params
+#define SPLAT_SENSOR NR(rl_sensor)
+#define SPLAT_PROJ NR(rl_proj)
+#define SPLAT_NUM_SENSORS(p) ((p)->num_sweeps)
+#define SPLAT_SENSOR_OF(p, c, S, plain) NR(rl_sensor_load)((const real_t*)(p)->viewmats + 16 * (c), S)
+#define SPLAT_AT_TIME(p, c, it, m, solve, S) NR(rl_sensor_at_time)(p, c, it, m, solve, S)
+#define SPLAT_PROJECT(p, S, m, q, s, o, P, rec)                                                      \
+    NR(rl_project)(S, m, q, s, o, (real_t)(p)->near_plane, (real_t)(p)->far_plane, (real_t)(p)->eps2d, P, \
+                   rec)
+#define SPLAT_PROJECT_VJP(S, m, q, s, P, gr, gm, gq, gs) NR(rl_project_vjp)(S, s, P, gr, gm, gq, gs)
+#define SPLAT_CELLS(p, it, rec, vis) NR(rl_item_cells)(p, it, rec, vis)
+#define SPLAT_ITEM_DONE(p, S, g, it, m, cnt) ((void)0)
+#define SPLAT_ITEM_VJP(p, S, g, it, m, extra, gm) ((void)0)
+#include "tiles/splat_project_generic.h"

@@ -21,6 +21,22 @@ NUREC_HD void NR(splat_cov2d)(const real_t T[6], real_t eps, real_t* a, real_t* 
     *det = *a * *c - *b * *b;
 }
 
+/* A projection's record tail: the conic (A, B, C) = inverse(Sigma_2d) of the
+ * 2D covariance (a, b, c; its det > 0 checked by the caller) and the
+ * footprint threshold, into rec. Returns 0 (thr left as is) when the opacity
+ * cannot reach 1/255: alpha >= 1/255 needs o exp(-sigma) >= 1/255, so
+ * d^T Q d <= 2 ln(255 o); the margin (in those units) keeps rounding in the
+ * per-cell alpha inside the tiles. */
+NUREC_HD int NR(splat_record_conic)(real_t a, real_t b, real_t c, real_t det, real_t o, real_t margin,
+                                    real_t rec[NUREC_TREC_SIZE]) {
+    rec[NUREC_TREC_A] = c / det;
+    rec[NUREC_TREC_B] = -b / det;
+    rec[NUREC_TREC_C] = a / det;
+    if (!((real_t)255 * o >= 1)) return 0;
+    rec[NUREC_TREC_THR] = 2 * R_LOG((real_t)255 * o) + margin;
+    return 1;
+}
+
 /* VJP of the conic (A, B, C) = inverse(T T^T + eps I) with respect to T:
  * g = (gA, gB, gC); writes dT (2 x 3). */
 NUREC_HD void NR(splat_conic_vjp)(real_t a, real_t b, real_t c, real_t det, const real_t T[6],
