@@ -59,6 +59,7 @@ class OpCase:
     deterministic: bool = True  # forward outputs bitwise repeatable on CUDA (no atomics, no parts)
     inductor: bool = False  # also torch.compile with the inductor backend (aot_eager always)
     data: tuple = ()  # shared_data files the row needs (skipped where absent)
+    parts: Optional["Parts"] = None  # a rasterizer's long lists cut into parts (CUDA), None: no lists
 
     def __str__(self):
         return self.name
@@ -74,6 +75,20 @@ class OpCase:
             return self.refresh(inputs, seed)
         t = next(v for v in inputs.values() if isinstance(v, torch.Tensor) and v.is_floating_point())
         return self.make(t.device, t.dtype, seed, large)
+
+
+@dataclasses.dataclass(frozen=True)
+class Parts:
+    """A rasterizer row's long tile lists, cut into parts on CUDA (composited
+    separately and chained per cell): the module whose ``_SEGMENTS`` and
+    ``_SEGMENT_MIN`` set the cut; the family's edge scene, run cut too; and,
+    on one row per family, ``long(device, dtype)``: a scene of long lists
+    whose cells reach the cut-off inside later parts when cut into parts of
+    ``long_min`` entries or more (the case the parts' second walk exists for)."""
+    module: str
+    edge: Optional[Callable] = None  # edge(device, dtype) -> inputs
+    long: Optional[Callable] = None  # long(device, dtype) -> inputs (float64 or float32, no seed: fixed)
+    long_min: int = 0
 
 
 def seeded(scene_fn):
@@ -117,10 +132,24 @@ def _rolling(scene_fn, shutter="top_to_bottom"):
     return scene
 
 
+def _camera_long(device, dtype):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        s = tc.random_scene(N=3000, C=2, W=96, H=64, D=4)
+        s["opacities"] = s["opacities"] * 0.5 + 0.45  # pixels stop inside later parts
+        return tc.to(s, device, dtype, bg=True)
+
+
+def _camera_edge(device, dtype):
+    return tc.to(tc.edge_scene(), device, dtype, bg=True)
+
+
+CAMERA_PARTS = Parts("nurec_ops.rasterize_camera")
+CAMERA_PARTS_ALL = Parts("nurec_ops.rasterize_camera", edge=_camera_edge, long=_camera_long, long_min=32)
 CAMERA = dict(op=nurec_ops.rasterize_camera, reference=ref.rasterize_camera, outputs=("render", "depth", "alpha"),
               grads=tc.GRAD_KEYS + ("backgrounds",), autograd_op=_CAMERA_FWD, fixed=dict(capacity=1 << 18),
               policy=_CAMERA_POLICY, policy_key=lambda s: (s["viewmats"].shape[0], s["width"], s["height"]),
-              flips=(2e-3, 0.02, 0.02), deterministic=False)
+              flips=(2e-3, 0.02, 0.02), deterministic=False, parts=CAMERA_PARTS)
 MODEL_DATA = {m: (tm.MODELS[m][0],) for m in tm.MODELS}
 
 
@@ -142,11 +171,20 @@ def _lidar_make(rolling=False):
     return make
 
 
+def _lidar_long(device, dtype):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(7)
+        return tl.to(tl.full_sensor_scene(), device, dtype)  # the real 128 x 3600 sensor, 20k Gaussians
+
+
+LIDAR_PARTS = Parts("nurec_ops.rasterize_lidar")
+LIDAR_PARTS_ALL = Parts("nurec_ops.rasterize_lidar", edge=lambda device, dtype: tl.to(tl.edge_scene(), device, dtype),
+                        long=_lidar_long, long_min=64)
 LIDAR = dict(op=nurec_ops.rasterize_lidar, reference=ref.rasterize_lidar, outputs=("features", "range", "alpha"),
              grads=tl.GRAD_KEYS, autograd_op=_LIDAR_FWD, fixed=dict(capacity=1 << 19), policy=_LIDAR_POLICY,
              policy_key=lambda s: (s["viewmats"].shape[0], s["row_elevations"].shape[0],
                                    s["column_azimuths"].shape[0]),
-             flips=(2e-3, 0.03, 0.02), deterministic=False)
+             flips=(2e-3, 0.03, 0.02), deterministic=False, parts=LIDAR_PARTS)
 
 
 # ---------------------------------------------------------- actor tracks
@@ -263,7 +301,7 @@ def _splat_meta(records, counts, cell, cell_u=1.0, cell_v=1.0):
 # ------------------------------------------------------------------- rows
 
 CASES = [
-    OpCase("camera-pinhole", make=_camera_make(_pinhole), inductor=True, **CAMERA),
+    OpCase("camera-pinhole", make=_camera_make(_pinhole), inductor=True, **dict(CAMERA, parts=CAMERA_PARTS_ALL)),
     OpCase("camera-pinhole-sh2", make=_camera_make(lambda large: _pinhole(large, sh=2), bg=False), **CAMERA),
     OpCase("camera-opencv", make=_camera_make(_model("opencv")), data=MODEL_DATA["opencv"], **CAMERA),
     OpCase("camera-fisheye", make=_camera_make(_model("fisheye")), data=MODEL_DATA["fisheye"], **CAMERA),
@@ -271,7 +309,7 @@ CASES = [
     OpCase("camera-rolling-pinhole", make=_camera_make(_rolling(_pinhole)), **CAMERA),
     OpCase("camera-rolling-ftheta", make=_camera_make(_rolling(_model("ftheta"), "left_to_right")),
            data=MODEL_DATA["ftheta"], **CAMERA),
-    OpCase("lidar-global", make=_lidar_make(), inductor=True, **LIDAR),
+    OpCase("lidar-global", make=_lidar_make(), inductor=True, **dict(LIDAR, parts=LIDAR_PARTS_ALL)),
     OpCase("lidar-rolling", make=_lidar_make(rolling=True), **LIDAR),
     OpCase("collect-slerp", make=_collect_make("slerp"), inductor=True, **COLLECT),
     OpCase("collect-nearest", make=_collect_make("nearest"), **COLLECT),

@@ -13,8 +13,9 @@ op registry (tests/op_cases.py: one row per op and sensor model):
   no-gradient path builds no autograd graph;
 - poisoned memory: every output and gradient element is written;
 - CUDA only (GPU-marked): no host sync, CUDA-graph capture of forward and
-  backward replayed with new inputs, the current (side) stream, and the
-  binning overflow policy of the rasterizers.
+  backward replayed with new inputs, the current (side) stream, the
+  binning overflow policy of the rasterizers, and their long lists cut into
+  parts (parity, parts against one walk, the same bits every call).
 
 Special-purpose tests (edge scenes, real data, golden images, error
 messages, sizes past the grid) stay in the op families' own files."""
@@ -167,7 +168,11 @@ def test_parity(case, device, dtype, seed):
     """Forward and backward against the reference on the same (rounded)
     inputs: float64 within TOL[float64] (gradients 10x), float32 by the
     registry's rule against the reference's own float32 error."""
-    s = case.inputs(device, dtype, seed)
+    check_parity(case, case.inputs(device, dtype, seed), device, dtype, seed)
+
+
+def check_parity(case, s, device, dtype, seed):
+    """test_parity on the inputs s."""
     r64 = on_cpu(s, F64)
     poison_allocator(device)
     out = list(case.op(**s))
@@ -201,6 +206,111 @@ def test_parity(case, device, dtype, seed):
         else:
             assert_close_to_reference(grads[k], e, ref32_g[k], f"grad {k}", flips[1], flips[2])
     assert_tests_something(case, out, grads)
+
+
+# ------------------------------------------ long lists cut into parts (CUDA)
+
+SEG_FIXUP = 0x20000000  # csrc/tiles/splat.h: NUREC_SPLAT_SEG_FIXUP
+
+
+def cut_into_parts(monkeypatch, case, segments, segment_min):
+    """The row's rasterizer cuts lists longer than segment_min into up to
+    `segments` parts (0: none)."""
+    mod = sys.modules[case.parts.module]  # the package's attribute of that name is the function
+    monkeypatch.setattr(mod, "_SEGMENTS", segments)
+    monkeypatch.setattr(mod, "_SEGMENT_MIN", segment_min)
+
+
+def raw_forward(case, inputs, segments, segment_min):
+    """The row's forward operator on the arguments the public op gives it,
+    with the cut as given: its outputs by the schema's names."""
+    func = case.autograd_op.op.default
+    args = list(recorded_forward(case, inputs))
+    names = [a.name for a in func._schema.arguments]
+    args[names.index("segments")] = segments
+    args[names.index("segment_min")] = segment_min
+    with torch.no_grad():
+        out = func(*args)
+    return dict(zip([r.name for r in func._schema.returns], out))
+
+
+def longest_list(case, inputs):
+    """The longest tile list of a scene (the CPU binning: the same tiles)."""
+    r = raw_forward(case, on_cpu(inputs, F64), 0, 1)["tile_ranges"]
+    return int((r[..., 1] - r[..., 0]).max())
+
+
+def _parts_params(pred=lambda parts: True, marks=()):
+    """The rows with parts (sanitizers: the families' main rows, with their edge scenes)."""
+    return params(lambda c: c.parts is not None and pred(c.parts), marks)
+
+
+@gpu
+@pytest.mark.parametrize("segments,segment_min", [(2, 1), (4, 3), (8, 8), (64, 1)])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", _parts_params(lambda parts: parts.edge is None)
+                         + _parts_params(lambda parts: parts.edge is not None, marks=pytest.mark.sanitize))
+def test_parity_lists_cut_into_parts(case, dtype, segments, segment_min, seed, monkeypatch):
+    """test_parity with the lists cut into parts (composited separately,
+    chained per cell; the parts where a cell's cut-off falls composited
+    again), on the row's scene and the family's edge scene: each has a list
+    longer than segment_min, so that lists are cut."""
+    cut_into_parts(monkeypatch, case, segments, segment_min)
+    for k in range(5):  # the camera models' small scenes have lists of ~10-14: draw again where all are short
+        s = case.inputs("cuda", dtype, seed + k)
+        if longest_list(case, s) > segment_min:
+            break
+    scenes = [s] + ([case.parts.edge("cuda", dtype)] if case.parts.edge else [])
+    for s in scenes:
+        assert longest_list(case, s) > segment_min, f"{case}: no list longer than {segment_min}: nothing is cut"
+        check_parity(case, s, "cuda", dtype, seed)
+
+
+@gpu
+@pytest.mark.parametrize("case", _parts_params(lambda parts: parts.long is not None))
+def test_parts_match_one_walk(case, seed, monkeypatch):
+    """A scene of long lists cut into parts of >= long_min entries vs one
+    walk per list (float64: equal up to rounding), and cells do reach the
+    cut-off inside later parts (the case the second walk exists for)."""
+    s = case.parts.long("cuda", F64)
+    results = []
+    for segments in (0, 8):
+        cut_into_parts(monkeypatch, case, segments, case.parts.long_min)
+        poison_allocator("cuda")
+        out = list(case.op(**s, binning="exact"))
+        cots = cotangents(out, seed)
+        results.append((out, grads_of(case, out, s, cots)))
+    (o1, g1), (o8, g8) = results
+    for name, a, b in zip(case.outputs, o8, o1):
+        assert_close(a, b, F64, factor=10, msg=name)
+    for k in g1:
+        err = (g8[k] - g1[k]).norm() / g1[k].norm().clamp_min(1e-12)
+        assert err < 1e-9, (k, err.item())
+    fwd = raw_forward(case, s, 8, case.parts.long_min)
+    assert fwd["seg_state"].shape[0] == 8 and fwd["seg_last"].shape[0] == 8
+    assert ((fwd["seg_last"][1:] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
+
+
+@gpu
+@pytest.mark.parametrize("case", _parts_params(lambda parts: parts.long is not None))
+def test_parts_outputs_same_every_call(case):
+    """Every output of the forward operator, the parts' state included, is
+    the same bits call after call: a later part drops the cells an earlier
+    part has stopped when it sees that (timing), and what it leaves for them
+    must reach no output (opcheck compares all of them between two runs)."""
+    s = case.parts.long("cuda", F32)
+    bits = lambda t: t.view(torch.uint8) if t.is_floating_point() else t  # noqa: E731  (NaN == NaN too)
+    first = raw_forward(case, s, 8, case.parts.long_min)
+    assert ((first["seg_last"][1:] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
+    needed = int(first["status"][0])
+    for _ in range(3):
+        poison_allocator("cuda")
+        again = raw_forward(case, s, 8, case.parts.long_min)
+        for k in first:
+            a, b = first[k], again[k]
+            if k == "isect_items":  # the intersection list past the needed count is scratch
+                a, b = a[:needed], b[:needed]
+            assert torch.equal(bits(a), bits(b)), f"output {k} differs"
 
 
 # ----------------------------------------------------------------- opcheck

@@ -8,7 +8,6 @@ shares (opcheck, torch.compile, both autograd paths, no host sync, CUDA
 graphs, the binning overflow policy, poisoned memory) are
 tests/test_op_registry.py's, over the lidar rows of tests/op_cases.py."""
 import math
-import sys
 
 import pytest
 import torch
@@ -529,75 +528,4 @@ def test_cuda_vs_cpu_full_sensor():
             assert err < (1e-9 if dtype == torch.float64 else 1e-2), (k, err.item())
 
 
-SEG_FIXUP = 0x20000000  # csrc/rasterize_lidar/rasterize_lidar.h: NUREC_RL_SEG_FIXUP
-
-
-@pytest.mark.sanitize
-@gpu
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("segments,segment_min", [(2, 1), (4, 3), (8, 8), (64, 1)])
-def test_cuda_parity_long_lists_cut_into_parts(monkeypatch, dtype, segments, segment_min):
-    """Lists cut into parts (composited separately, chained per ray; parts
-    where the cut-off falls composited again) against the reference: every
-    list of these small scenes is longer than segment_min."""
-    rl = sys.modules["nurec_ops.rasterize_lidar"]  # the package's attribute is the function
-    monkeypatch.setattr(rl, "_SEGMENTS", segments)
-    monkeypatch.setattr(rl, "_SEGMENT_MIN", segment_min)
-    for scene in (random_scene(N=150, C=2, D=3), edge_scene()):
-        assert longest_list(scene) > segment_min  # so that lists are cut into parts
-        check_parity(scene, "cuda", dtype)
-
-
-def longest_list(scene):
-    """The longest tile list of a scene (CPU binning, the same tiles)."""
-    out = OPS.rasterize_lidar_fwd(*fwd_op_args(to(scene, "cpu", torch.float64, grad=False), 0, 1, 0))
-    ranges = out[6]
-    return int((ranges[..., 1] - ranges[..., 0]).max())
-
-
-@gpu
-def test_cuda_parts_match_one_walk_full_sensor(monkeypatch):
-    """The full sensor, lists cut into parts of >= 64 entries vs one walk per
-    list (float64: equal up to rounding); and rays do reach the cut-off
-    inside later parts (the case the parts' second walk exists for)."""
-    rl = sys.modules["nurec_ops.rasterize_lidar"]  # the package's attribute is the function
-    c = to(full_sensor_scene(), "cuda", torch.float64)
-    results = []
-    for segments in (0, 8):
-        monkeypatch.setattr(rl, "_SEGMENTS", segments)
-        monkeypatch.setattr(rl, "_SEGMENT_MIN", 64)
-        poison_allocator("cuda")
-        out = run(lambda *a, **k: nurec_ops.rasterize_lidar(*a, **k, binning="exact"), c)
-        torch.manual_seed(1)
-        cot = [torch.randn_like(o) for o in out]
-        results.append((out, grads(out, c, cot)))
-    (o1, g1), (o8, g8) = results
-    for name, a, b in zip(("features", "range", "alpha"), o8, o1):
-        assert_close(a, b, torch.float64, factor=10, msg=name)
-    for k in g1:
-        err = (g8[k] - g1[k]).norm() / g1[k].norm().clamp_min(1e-12)
-        assert err < 1e-9, (k, err.item())
-    with torch.no_grad():
-        fwd = OPS.rasterize_lidar_fwd(*fwd_op_args(c, 8, 64, 1 << 24))
-    seg_state, seg_last = fwd[10], fwd[11]
-    assert seg_state.shape[0] == 8 and seg_last.shape[0] == 8
-    assert ((seg_last[1:] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
-
-
-@gpu
-def test_cuda_parts_outputs_same_every_call():
-    """Every output of the forward op, the parts' state included, is the same
-    bits call after call. A later part drops the rays an earlier part has
-    stopped when it sees that (timing), and what it leaves for them must not
-    reach any output (opcheck compares all of them between two runs)."""
-    c = to(full_sensor_scene(), "cuda", torch.float32)
-    args = fwd_op_args(c, 8, 64, 1 << 24)
-    bits = lambda t: t.view(torch.uint8) if t.is_floating_point() else t  # noqa: E731  (NaN == NaN too)
-    with torch.no_grad():
-        first = OPS.rasterize_lidar_fwd(*args)
-        assert ((first[11][1:] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
-        for _ in range(4):
-            poison_allocator("cuda")
-            again = OPS.rasterize_lidar_fwd(*args)
-            for k, (a, b) in enumerate(zip(first, again)):
-                assert torch.equal(bits(a), bits(b)), f"output {k} differs"
+# Long lists cut into parts (CUDA): tests/test_op_registry.py, over the registry's rows.
