@@ -13,7 +13,7 @@ import torch
 
 import nurec_ops
 from nurec_ops import reference as ref
-from conftest import DEVICES, DTYPES, assert_close, gpu, poison_allocator, random_quats
+from conftest import DEVICES, DTYPES, assert_close, assert_close_flips, changed, gpu, poison_allocator, random_quats
 
 OPS = torch.ops.nurec_ops
 
@@ -124,29 +124,6 @@ def grads(outs, s, cot):
     keys = [k for k in GRAD_KEYS + ("backgrounds",) if k in s and s[k].requires_grad]
     g = torch.autograd.grad(outs, [s[k] for k in keys], cot, allow_unused=True)
     return dict(zip(keys, g))
-
-
-def assert_close_flips(actual, expected, dtype, factor=1.0, msg="", max_frac=2e-3, bound=0.02):
-    """assert_close, except that in float32 a few elements (at most
-    ``max_frac`` of them, each off by at most ``bound`` of the tensor's
-    scale) may differ: a float32 alpha that rounds to the other side of 1/255
-    (or T of 1e-4) than the float64 reference takes a Gaussian in or out of
-    one pixel. Such flips are rounding, not bugs (seen at ~3e-9 from 1/255)."""
-    if dtype == torch.float64:
-        return assert_close(actual, expected, dtype, factor=factor, msg=msg)
-    a = actual.detach().to("cpu", torch.float64)
-    e = expected.detach().to("cpu", torch.float64)
-    assert a.shape == e.shape, msg
-    assert torch.isfinite(a).all(), f"{msg}: non-finite values"
-    if e.numel() == 0:
-        return
-    scale = max(1.0, e.abs().max().item())
-    t = 2e-5 * factor
-    err = (a - e).abs()
-    bad = err > t * scale + t * e.abs()
-    frac = bad.double().mean().item()
-    assert frac <= max_frac, f"{msg}: {int(bad.sum())} of {e.numel()} elements off (max {err.max().item():.3g})"
-    assert (err[bad] <= bound * scale).all(), f"{msg}: an element is off by {err.max().item():.3g} (scale {scale:.3g})"
 
 
 def check_parity(scene, device, dtype, bg=False, factor=1.0, grad_max_frac=0.02):
@@ -299,31 +276,22 @@ def test_noncontiguous_and_empty(device):
 
 # ------------------------------------------------------------------ errors
 
-def _bad(**change):
-    def make(s):
-        s = dict(s)
-        for k, v in change.items():
-            s[k] = v(s) if callable(v) else v
-        return s
-    return make
-
-
 ERRORS = [
-    ("means", _bad(means=lambda s: s["means"][:, :2])),
-    ("quats", _bad(quats=lambda s: s["quats"][:-1])),
-    ("scales", _bad(scales=lambda s: s["scales"].float())),
-    ("opacities", _bad(opacities=lambda s: s["opacities"][:, None])),
-    ("features", _bad(features=lambda s: s["features"][:, :0])),
-    ("sh_degree", _bad(features=lambda s: s["features"][:, None].expand(-1, 4, -1))),
-    ("sh_degree", _bad(sh_degree=4, features=lambda s: s["features"][:, None].expand(-1, 25, -1))),
-    ("features", _bad(sh_degree=2, features=lambda s: s["features"][:, None].expand(-1, 4, -1))),
-    ("viewmats", _bad(viewmats=lambda s: s["viewmats"][:, :3])),
-    ("Ks", _bad(Ks=lambda s: s["Ks"][:1])),
-    ("backgrounds", _bad(backgrounds=lambda s: torch.zeros(2, 4, dtype=torch.float64, device=s["means"].device))),
-    ("near", _bad(near=0.0)),
-    ("far", _bad(far=0.001)),
-    ("width", _bad(width=-3)),
-    ("means", _bad(means=lambda s: s["means"].to(torch.int64))),
+    ("means", changed(means=lambda s: s["means"][:, :2])),
+    ("quats", changed(quats=lambda s: s["quats"][:-1])),
+    ("scales", changed(scales=lambda s: s["scales"].float())),
+    ("opacities", changed(opacities=lambda s: s["opacities"][:, None])),
+    ("features", changed(features=lambda s: s["features"][:, :0])),
+    ("sh_degree", changed(features=lambda s: s["features"][:, None].expand(-1, 4, -1))),
+    ("sh_degree", changed(sh_degree=4, features=lambda s: s["features"][:, None].expand(-1, 25, -1))),
+    ("features", changed(sh_degree=2, features=lambda s: s["features"][:, None].expand(-1, 4, -1))),
+    ("viewmats", changed(viewmats=lambda s: s["viewmats"][:, :3])),
+    ("Ks", changed(Ks=lambda s: s["Ks"][:1])),
+    ("backgrounds", changed(backgrounds=lambda s: torch.zeros(2, 4, dtype=torch.float64, device=s["means"].device))),
+    ("near", changed(near=0.0)),
+    ("far", changed(far=0.001)),
+    ("width", changed(width=-3)),
+    ("means", changed(means=lambda s: s["means"].to(torch.int64))),
 ]
 
 
