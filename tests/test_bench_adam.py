@@ -1,0 +1,25 @@
+"""benchmarks/bench_adam.py --smoke on the CPU: the rig's gradients, the
+visible fraction and the Adam variants' table (the H200 run is in
+benchmarks/RESULTS.md)."""
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_bench_adam_smoke():
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_adam.py"), "--smoke"], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = re.search(r"Adam over ([\d,]+) Gaussians \+ key poses: ([\d,]+) float32 values.*visible fraction ([\d.]+)",
+                  r.stdout)
+    assert m, r.stdout
+    n, values, visible = int(m.group(1).replace(",", "")), int(m.group(2).replace(",", "")), float(m.group(3))
+    assert values > 59 * n  # 59 values per Gaussian (SH 3) and the key poses
+    assert 0 < visible <= 1
+    rows = {line.split("|")[0].strip(): line for line in r.stdout.splitlines() if "|" in line}
+    assert "foreach (default)" in rows and "fused" in rows
+    assert all(float(rows[k].split("|")[1]) > 0 for k in ("foreach (default)", "fused"))
