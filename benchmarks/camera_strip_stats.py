@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""How much warp culling can save the camera walks (CPU, no GPU needed).
+
+A camera tile is 16 x 16 pixels walked by 8 warps, each 2 pixel rows (a
+strip). For the entries a walk evaluates (each tile's list up to the
+furthest entry any of its pixels reaches before its cut-off, from the CPU
+op's `last`), this counts the (entry, strip) pairs whose footprint ellipse
+d^T Q d <= thr reaches a pixel centre of the strip (exactly, in float64),
+and the same with a test of the ellipse's rows only (its y extent). The
+pairs not reached are the steps a warp-culling walk skips.
+
+    python3 benchmarks/camera_strip_stats.py --scenes garden,garden3,street
+"""
+import argparse
+import os
+import sys
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+
+import bench_rasterize_camera as bc  # noqa: E402
+
+OPS = torch.ops.nurec_ops
+T = 16  # csrc/tiles/tiles.h: NUREC_TILE
+
+
+def walked_entries(sc):
+    """(tile x, tile y, record) of every entry a walk evaluates."""
+    out = OPS.rasterize_camera_fwd(sc["means"], sc["quats"], sc["scales"], sc["opacities"], sc["features"],
+                                   sc["viewmats"], sc["Ks"], None, sc["width"], sc["height"], 0.01, 1e10, -1, 0, 1,
+                                   0)
+    rec, isect, ranges, last = out[3].double(), out[6].long(), out[7], out[9]
+    C, N = rec.shape[:2]
+    W, H = sc["width"], sc["height"]
+    ty_n, tx_n = ranges.shape[1], ranges.shape[2]
+    furthest = torch.nn.functional.pad(last.reshape(C, H, W).float(), (0, tx_n * T - W, 0, ty_n * T - H))
+    furthest = furthest.reshape(C, ty_n, T, tx_n, T).amax((2, 4)).long()
+    starts, ends = ranges[..., 0], ranges[..., 1]
+    n = torch.minimum(furthest, ends - starts).flatten()
+    _, ty, tx = torch.meshgrid(torch.arange(C), torch.arange(ty_n), torch.arange(tx_n), indexing="ij")
+    first = starts.flatten().repeat_interleave(n)
+    offs = torch.arange(int(n.sum())) - torch.repeat_interleave(torch.cumsum(n, 0) - n, n)
+    items = isect[first + offs]
+    return tx.flatten().repeat_interleave(n), ty.flatten().repeat_interleave(n), rec.reshape(C * N, 8)[items], H
+
+
+def strips_reached(tx, ty, r, H):
+    u, v, A, B, C, thr = r[:, 0], r[:, 1], r[:, 2], r[:, 3], r[:, 4], r[:, 7]
+    det = A * C - B * B
+    x0 = tx.double() * T + 0.5
+    x1 = x0 + T - 1
+    exact = torch.zeros(len(u), 8, dtype=torch.bool)
+    rows = torch.zeros(len(u), 8, dtype=torch.bool)
+    ext = torch.sqrt(thr * A / det)
+    for w in range(8):
+        for row in range(2):
+            yc = ty.double() * T + 2 * w + row + 0.5
+            dy = yc - v
+            disc = A * thr - det * dy * dy
+            h = torch.sqrt(disc.clamp_min(0)) / A
+            c = u - B * dy / A
+            inside = yc < H
+            exact[:, w] |= inside & (disc >= 0) & (c + h >= x0) & (c - h <= x1)
+            rows[:, w] |= inside & ((dy.abs() <= ext))
+    return exact, rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scenes", default="garden,garden3,street")
+    a = ap.parse_args()
+    makers = {"garden": ("garden 648x420 x3", lambda: bc.garden("cpu", torch.float32, 1)),
+              "garden3": ("garden 1944x1260 x3", lambda: bc.garden("cpu", torch.float32, 3)),
+              "street": ("street 1920x1080", lambda: bc.street("cpu", torch.float32))}
+    for key in a.scenes.split(","):
+        name, make = makers[key]
+        tx, ty, r, H = walked_entries(make())
+        exact, rows = strips_reached(tx, ty, r, H)
+        print(f"{name}: {len(tx):,} walked (tile, entry) pairs; (entry, strip) steps reached: "
+              f"{exact.double().mean():.3f} (by rows only: {rows.double().mean():.3f}); "
+              f"strips per entry {exact.sum(1).double().mean():.2f} of 8")
+
+
+if __name__ == "__main__":
+    main()
