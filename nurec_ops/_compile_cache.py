@@ -4,18 +4,19 @@ another version of our operators.
 Inductor's FX graph cache keys a graph on its printed code, and the printed
 code calls an operator with positional arguments only. The code Inductor
 generates, which is what the cache stores, calls the same operator with the
-schema's argument names. So when a new build renames an argument and keeps its position (ours renamed
-``shutter_params`` to ``viewmats_end``), the cache
-still hits, and the stored code calls the new library with a name it no longer
-has: ``Unknown keyword argument 'shutter_params'``. A changed fake kernel
-(an output's shape or dtype) is not in the key either.
+schema's argument names. So when a new build renames an argument and keeps
+its position (ours renamed ``shutter_params`` to ``viewmats_end``), the
+cache still hits, and the stored code calls the new library with a name it
+no longer has: ``Unknown keyword argument 'shutter_params'``. A changed fake
+kernel (an output's shape or dtype) is not in the key either.
 
 The fix is to put what the cache cannot see into the key: a digest of every
-schema in our namespace and of the Python files that hold our fake kernels and
-autograd formulas, appended to ``torch.compiler.config.cache_key_tag`` (which
-torch hashes into both the FX graph and the AOTAutograd cache keys). The tag
-changes only when those change, so the caches keep working across runs of
-the same build; a user's own tag is kept, with ours after it.
+schema in our namespace and of the Python files that hold our fake kernels
+and autograd formulas, appended to ``torch.compiler.config.cache_key_tag``
+(hashed into the FX graph cache's key details, which the AOTAutograd
+cache's extend). The tag changes only when those change, so the caches keep
+working across runs of the same build; a user's own tag is kept, with ours
+after it.
 """
 import hashlib
 import os
