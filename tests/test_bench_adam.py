@@ -2,21 +2,15 @@
 visible fraction and the Adam variants' table (the H200 run is in
 benchmarks/RESULTS.md). It needs the real rig's calibration in
 ../shared/data/ (skipped without it)."""
-import os
 import re
-import subprocess
-import sys
 
 import shared_data
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import run_benchmark
 
 
 def test_bench_adam_smoke():
     shared_data.require(shared_data.PINHOLE_RIG)  # the rig's cameras (bench_rig_step.py)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_adam.py"), "--smoke"], env=env,
-                       capture_output=True, text=True, timeout=600)
+    r = run_benchmark("bench_adam.py", "--smoke")
     assert r.returncode == 0, r.stderr[-3000:]
     m = re.search(r"Adam over ([\d,]+) Gaussians \+ key poses: ([\d,]+) float32 values.*visible fraction ([\d.]+)",
                   r.stdout)

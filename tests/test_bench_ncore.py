@@ -3,21 +3,17 @@ five-camera + lidar clip (benchmarks/make_ncore_clip.py), times
 examples/train_ncore.py --time-only on it in a fresh process and reports
 the time to the first step by part and the steady step."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
+from conftest import run_benchmark
+
 pytest.importorskip("ncore")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_bench_ncore_step_smoke(tmp_path):
     out = tmp_path / "m.json"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "bench_ncore_step.py"), "--smoke",
-                        "--workdir", str(tmp_path), "--json", str(out)], env=env, capture_output=True, text=True)
+    r = run_benchmark("bench_ncore_step.py", "--smoke", "--workdir", tmp_path, "--json", out, timeout=None)
     assert r.returncode == 0, r.stderr[-3000:]
     m = json.loads(out.read_text())
     tt = m["time_to_first_step_s"]

@@ -22,6 +22,7 @@ from nurec_ops import nvtx
 from nurec_ops.diagnose import figures as diag_figures
 from nurec_ops.diagnose import syncs as diag_syncs
 from nurec_ops.diagnose.trace import Trace
+from conftest import repo_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THIS_FILE = os.path.basename(__file__)
@@ -238,7 +239,7 @@ def test_entry_point_runs_a_script(tmp_path, exit_code):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     argv_out, out_json, trace = tmp_path / "argv.txt", tmp_path / "figures.json", tmp_path / "trace.json"
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = repo_env()
     # -W error::RuntimeWarning: runpy warns (RuntimeWarning) when a package's
     # __main__ was imported before it runs; that must not happen.
     cmd = [sys.executable, "-W", "error::RuntimeWarning", "-m", "nurec_ops.diagnose", "--warmup", "1",
@@ -255,7 +256,7 @@ def test_entry_point_runs_a_script(tmp_path, exit_code):
 
 
 def test_entry_point_help():
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = repo_env()
     run = subprocess.run([sys.executable, "-m", "nurec_ops.diagnose", "--help"], env=env,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and "script" in run.stdout

@@ -1,17 +1,11 @@
 """benchmarks/kernel_floors.py on the CPU: the street's counts through the
 CPU op and each camera kernel's floor; the fwd+bwd floor lands where issue
 19 puts it for a 1080p camera on the H200 (~0.25 ms)."""
-import os
-import subprocess
-import sys
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from conftest import run_benchmark
 
 
 def test_kernel_floors_street():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", "kernel_floors.py"), "--scenes", "street"],
-                       env=env, capture_output=True, text=True, timeout=600)
+    r = run_benchmark("kernel_floors.py", "--scenes", "street")
     assert r.returncode == 0, r.stderr[-3000:]
     rows = {line.split("|")[0].strip(): [c.strip() for c in line.split("|")] for line in r.stdout.splitlines()
             if "|" in line}

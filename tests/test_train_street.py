@@ -21,7 +21,7 @@ import torch
 import nurec_ops
 from nurec_ops import reference
 
-from conftest import gpu
+from conftest import gpu, repo_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -92,7 +92,7 @@ def test_ddp_two_processes_gloo(tmp_path):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            os.path.join(EXAMPLES, "train_street.py"), "--ddp", "--device", "cpu", "--fused", "--no-eval",
            "--size", "tiny", "--steps", "4", "--quiet", "--out", out]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = repo_env(OMP_NUM_THREADS="1")
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "2 ranks" in r.stdout
@@ -119,7 +119,7 @@ def test_ddp_densifying_ranks_stay_identical(tmp_path, strategy):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
            os.path.join(EXAMPLES, "train_street.py"), "--ddp", "--device", "cpu", "--fused", "--no-eval",
            "--size", "tiny", "--steps", "12", "--quiet", "--strategy", strategy, "--cap-max", "500", "--out", out]
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = repo_env(OMP_NUM_THREADS="1")
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     p0 = torch.load(os.path.join(out, "params_rank0.pt"))
