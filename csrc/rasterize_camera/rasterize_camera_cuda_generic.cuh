@@ -14,8 +14,7 @@ NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
     if (it >= p.num_cameras * N) return;
     int64_t c = it / N, g = it - c * N;
     NR(rc_camera) cam;
-    NR(rc_camera_of)(&p, c, &cam);
-    if (!kModels) cam.model.model = NUREC_CAM_PINHOLE;
+    NR(rc_camera_as)(&p, c, !kModels, &cam);
     NR(rc_project_item)(&p, c, g, &cam); /* tiles/splat_project_generic.h */
 }
 

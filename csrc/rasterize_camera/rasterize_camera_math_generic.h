@@ -416,16 +416,18 @@ NUREC_HD void NR(rc_item_color)(const nurec_rasterize_camera_params* p, const NR
     oc[0] = col[0]; oc[1] = col[1]; oc[2] = col[2];
 }
 
+/* Camera c; plain: held to the pinhole (a CUDA build without the models' jets). */
+NUREC_HD void NR(rc_camera_as)(const nurec_rasterize_camera_params* p, int64_t c, int plain, NR(rc_camera)* cam) {
+    NR(rc_camera_of)(p, c, cam);
+    if (plain) cam->model.model = NUREC_CAM_PINHOLE;
+}
+
 #define SPLAT_FN(name) NR(NUREC_PASTE(rc, name))
 #define SPLAT_PARAMS nurec_rasterize_camera_params
 #define SPLAT_SENSOR NR(rc_camera)
 #define SPLAT_PROJ NR(rc_proj)
 #define SPLAT_NUM_SENSORS(p) ((p)->num_cameras)
-#define SPLAT_SENSOR_OF(p, c, S, plain)                       \
-    do {                                                      \
-        NR(rc_camera_of)(p, c, S);                            \
-        if (plain) (S)->model.model = NUREC_CAM_PINHOLE;      \
-    } while (0)
+#define SPLAT_SENSOR_OF(p, c, S, plain) NR(rc_camera_as)(p, c, plain, S)
 #define SPLAT_AT_TIME(p, c, it, m, solve, S) NR(rc_camera_at_time)(p, c, it, m, solve, S)
 #define SPLAT_PROJECT(p, S, m, q, s, o, P, rec) \
     NR(rc_project)(S, m, q, s, o, (real_t)(p)->near_plane, (real_t)(p)->far_plane, P, rec)
