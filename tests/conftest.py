@@ -183,7 +183,11 @@ def assert_close_to_reference(actual, ref64, ref32, msg="", flips=0.0, flip_boun
     rasterizer's 1/255 alpha and 1e-4 transmittance thresholds) takes a
     Gaussian in or out of a pixel where float32 rounds to the other side of
     the threshold than float64, in our float32 and the reference's at
-    different places. Returns the bound."""
+    different places. One flip moves a whole row (a Gaussian's parameter
+    vector, a pixel's channels), so at least one row's worth of elements may
+    flip: a scene of 27 Gaussians flips a fraction of 1/27 of a gradient or
+    none (seen on the H200 with the lidar's lists cut into parts, where the
+    parts' transmittance products round differently). Returns the bound."""
     assert actual.shape == ref64.shape, f"{msg}: shape {tuple(actual.shape)} != {tuple(ref64.shape)}"
     a = actual.detach().to("cpu", torch.float64)
     e = ref64.detach().to("cpu", torch.float64)
@@ -201,8 +205,9 @@ def assert_close_to_reference(actual, ref64, ref32, msg="", flips=0.0, flip_boun
     bad = err > bound
     n_bad = int(bad.sum())
     if n_bad:
-        frac = n_bad / err.numel()
-        assert frac <= flips and (err[bad] <= flip_bound * scale).all(), (
+        row = actual.shape[-1] if actual.dim() >= 2 else 1  # a vector's row is one element
+        allowed = max(flips * err.numel(), row) if flips > 0 else 0
+        assert n_bad <= allowed and (err[bad] <= flip_bound * scale).all(), (
             f"{msg}: {n_bad} of {err.numel()} elements off by more than {bound:.3g} (max {err.max().item():.3g}, "
             f"the float32 reference's own error {ref_err:.3g}, scale {scale:.3g})")
     return bound

@@ -1,0 +1,50 @@
+"""The float32 tolerance rule itself (conftest.assert_close_to_reference):
+a rule that passes everything tests nothing, so it is tested on tensors
+made to pass and to fail."""
+import pytest
+import torch
+
+from conftest import assert_close_to_reference
+
+F64 = torch.float64
+
+
+def _case(shape, rows_off, seed=0):
+    """A float64 'reference', its float32 rounding, and an 'actual' that is
+    the rounding with rows_off rows (last dim) moved by 1e-3 of the scale."""
+    g = torch.Generator().manual_seed(seed)
+    e = torch.randn(shape, generator=g, dtype=F64)
+    r = e.float().double()
+    a = r.clone()
+    a.view(-1, shape[-1] if len(shape) >= 2 else 1)[:rows_off] += 1e-3 * e.abs().max()
+    return a, e, r
+
+
+def test_exact_rounding_passes():
+    a, e, r = _case((27, 4), 0)
+    assert_close_to_reference(a, e, r, "x")
+
+
+def test_one_flipped_row_passes_in_a_small_scene():
+    """27 Gaussians, flips 3%: one Gaussian's 4 values may flip (1/27 > 3%)."""
+    a, e, r = _case((27, 4), 1)
+    assert_close_to_reference(a, e, r, "x", flips=0.03, flip_bound=0.02)
+
+
+@pytest.mark.parametrize("shape,rows_off,flips", [
+    ((27, 4), 2, 0.03),     # two rows: more than one row and more than 3%
+    ((27,), 2, 0.03),       # a vector's row is one element
+    ((27, 4), 1, 0.0),      # no flips allowed: none may flip
+    ((1000, 3), 40, 0.03),  # 120 of 3000 elements > 3%
+])
+def test_too_many_flips_fail(shape, rows_off, flips):
+    a, e, r = _case(shape, rows_off)
+    with pytest.raises(AssertionError, match="elements off"):
+        assert_close_to_reference(a, e, r, "x", flips=flips, flip_bound=0.02)
+
+
+def test_a_flip_beyond_the_bound_fails():
+    a, e, r = _case((27, 4), 1)
+    a[0, 0] += 0.5 * e.abs().max()
+    with pytest.raises(AssertionError, match="elements off"):
+        assert_close_to_reference(a, e, r, "x", flips=0.03, flip_bound=0.02)
