@@ -23,6 +23,41 @@
 #define NUREC_UNROLL
 #endif
 
+/* The Gaussian's falloff exp(-sigma) in float32 on the GPU: the hardware's
+ * base-2 exponential (a multiply and MUFU.EX2, flushing to zero below
+ * 2^-126), 2 instructions where expf takes 11 (software range reduction)
+ * and __expf 5 (its denormal path), in the walks' innermost loop. Its error
+ * is ~2 ulp plus the rounding of x log2(e): ~5e-7 relative over the sigma
+ * that can reach alpha >= 1/255 (sigma < ln 255 = 5.5), far inside the
+ * float32 tolerance and the footprint's margin (tiles/splat.h); what it
+ * flushes to zero is below alpha's cut anyway. The CPU keeps expf; float64
+ * keeps exp everywhere. */
+#if defined(__CUDA_ARCH__)
+static __device__ __forceinline__ float nurec_expf_falloff(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+    return y;
+}
+#define NUREC_EXPF_FALLOFF nurec_expf_falloff
+#else
+#define NUREC_EXPF_FALLOFF expf
+#endif
+
+/* 1 / x in float32 on the GPU for a normal x (no zero, infinity or
+ * denormal: the backward's 1 / (1 - alpha), alpha <= 0.99): the hardware
+ * reciprocal and one Newton step, within 1 ulp, 3 instructions; IEEE
+ * division adds a range test, a branch and a slow path around the same. */
+#if defined(__CUDA_ARCH__)
+static __device__ __forceinline__ float nurec_rcpf_normal(float x) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return fmaf(r, fmaf(-x, r, 1.0f), r);
+}
+#define NUREC_RCPF_NORMAL nurec_rcpf_normal
+#else
+#define NUREC_RCPF_NORMAL(x) (1.0f / (x))
+#endif
+
 #define NUREC_PASTE_(a, b) a##_##b
 #define NUREC_PASTE(a, b) NUREC_PASTE_(a, b)
 

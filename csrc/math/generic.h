@@ -8,7 +8,8 @@
  *   real_t      the scalar type (float, then double)
  *   NR(name)    name suffixed with the type: name_f32 / name_f64
  *   R_SQRT, R_EXP, R_SIN, R_COS, R_ATAN2, R_FABS, R_LOG, R_FMAX, R_FMIN,
- *   R_LOG1P, R_EXPM1, R_CEIL, R_FLOOR
+ *   R_LOG1P, R_EXPM1, R_CEIL, R_FLOOR, R_EXP_FALLOFF, R_RCP_NORMAL (the
+ *               splats' exp(-sigma), 1 / (1 - alpha): math/defs.h)
  *               the math function of that precision (sqrtf / sqrt, ...)
  *   R_DTYPE     NUREC_F32 / NUREC_F64 (R_IS_F64: 0 / 1, for #if)
  *
@@ -26,6 +27,8 @@
 #define R_IS_F64 0
 #define R_SQRT sqrtf
 #define R_EXP expf
+#define R_EXP_FALLOFF NUREC_EXPF_FALLOFF
+#define R_RCP_NORMAL NUREC_RCPF_NORMAL
 #define R_EXPM1 expm1f
 #define R_LOG logf
 #define R_LOG1P log1pf
@@ -44,6 +47,8 @@
 #undef R_IS_F64
 #undef R_SQRT
 #undef R_EXP
+#undef R_EXP_FALLOFF
+#undef R_RCP_NORMAL
 #undef R_EXPM1
 #undef R_LOG
 #undef R_LOG1P
@@ -62,6 +67,8 @@
 #define R_IS_F64 1
 #define R_SQRT sqrt
 #define R_EXP exp
+#define R_EXP_FALLOFF exp
+#define R_RCP_NORMAL(x) (1.0 / (x))
 #define R_EXPM1 expm1
 #define R_LOG log
 #define R_LOG1P log1p
@@ -80,6 +87,8 @@
 #undef R_IS_F64
 #undef R_SQRT
 #undef R_EXP
+#undef R_EXP_FALLOFF
+#undef R_RCP_NORMAL
 #undef R_EXPM1
 #undef R_LOG
 #undef R_LOG1P

@@ -20,6 +20,7 @@ extern "C" {
 #define RC_PROJ_THREADS 256
 #define RC_BLOCK (NUREC_TILE * NUREC_TILE) /* one thread per pixel of a tile */
 #define RC_CH NUREC_RC_CHANNELS_PER_PASS
+#define RC_ENTRY (NUREC_TREC_SIZE + RC_CH) /* a staged entry of the forward: record, features */
 #ifndef RC_BWD_BATCH
 #define RC_BWD_BATCH 64                    /* Gaussians staged per batch in the backward */
 #endif

@@ -69,8 +69,10 @@ NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int pa
  * transmittance the combine left in final_T. */
 __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera_params& p, int passes,
                                                    const int fixup) {
-    __shared__ real_t s_rec[RC_BLOCK * 7];
-    __shared__ real_t s_f[RC_BLOCK * RC_CH];
+    /* per staged entry its record, all 8 values (u, v, A, B, C, o, depth,
+       thr), then its RC_CH features: 48 bytes (float32) in one array, so
+       that every read is a 16-byte vector load (a broadcast) from one base */
+    __shared__ __align__(16) real_t s_e[RC_BLOCK * RC_ENTRY];
     NR(rc_place) w;
     if (!NR(rc_place_of)(p, passes, &w)) return;
     if (fixup && (!w.multi || w.seg == 0)) return; /* a first part is never walked again */
@@ -109,30 +111,38 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
         if (j < hi) {
             int64_t it = p.isect_items[j];
             const real_t* r = (const real_t*)p.records + NUREC_TREC_SIZE * it;
-            for (int k = 0; k < 7; ++k) s_rec[7 * tid + k] = r[k];
+            real_t* e = s_e + RC_ENTRY * tid;
+            for (int k = 0; k < NUREC_TREC_SIZE; ++k) e[k] = r[k];
             const real_t* f = sh ? (const real_t*)p.colors + 3 * it
                                  : (const real_t*)p.features + D * (it % p.num_gaussians);
-            for (int k = 0; k < RC_CH; ++k) s_f[RC_CH * tid + k] = k < nch ? f[c0 + k] : (real_t)0;
+            for (int k = 0; k < RC_CH; ++k) e[NUREC_TREC_SIZE + k] = k < nch ? f[c0 + k] : (real_t)0;
         }
         __syncthreads();
-        int cnt = hi - b < RC_BLOCK ? (int)(hi - b) : RC_BLOCK;
-        for (int k = 0; k < cnt && !done; ++k) {
-            const real_t* r = s_rec + 7 * k;
+        const int cnt = hi - b < RC_BLOCK ? (int)(hi - b) : RC_BLOCK;
+        /* The step per entry, the kernel's innermost loop: one exit test at
+           the top, the skipped entries (alpha below 1/255) only a predicate
+           (no divergent continue), the last entry taken counted per batch. */
+        int taken = -1;
+        const bool was_done = done;
+        const real_t* r = s_e;
+        for (int k = 0; k < (done ? 0 : cnt); ++k, r += RC_ENTRY) {
             real_t vis, dx, dy;
-            real_t a = NR(rc_alpha)(r, px, py, &vis, &dx, &dy);
-            if (a == 0) continue;
-            real_t Tn = T * (1 - a);
-            if (Tn < (real_t)NUREC_SPLAT_T_MIN) {
-                done = true;
-                if (parts_first_walk && pass == 0) atomicMin(p.last + pix, w.seg);
-                break;
+            const real_t a = NR(rc_alpha)(r, px, py, &vis, &dx, &dy);
+            if (a != 0) {
+                const real_t Tn = T * (1 - a);
+                if (Tn < (real_t)NUREC_SPLAT_T_MIN) {
+                    done = true;
+                    break;
+                }
+                const real_t wt = a * T;
+                for (int q = 0; q < RC_CH; ++q) acc[q] += wt * r[NUREC_TREC_SIZE + q];
+                dep += wt * r[NUREC_TREC_DEPTH];
+                taken = k;
+                T = Tn;
             }
-            real_t wt = a * T;
-            for (int q = 0; q < RC_CH; ++q) acc[q] += wt * s_f[RC_CH * k + q];
-            dep += wt * r[NUREC_TREC_DEPTH];
-            last = (int32_t)(b + k - start + 1);
-            T = Tn;
         }
+        if (taken >= 0) last = (int32_t)(b + taken - start + 1);
+        if (done && !was_done && parts_first_walk && pass == 0) atomicMin(p.last + pix, w.seg);
     }
     if (!inside || (fixup && !active)) return;
     if (w.multi) { /* this part's own result, for the combine kernel */
@@ -263,8 +273,7 @@ NR(rc_combine_kernel)(nurec_rasterize_camera_params p, int phase) {
 template <bool kAbs>
 __global__ void __launch_bounds__(RC_BLOCK, sizeof(real_t) == 4 ? RC_BWD_MIN_BLOCKS_F32 : RC_BWD_MIN_BLOCKS_F64)
 NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
-    __shared__ real_t s_rec[RC_BWD_BATCH * 7];
-    __shared__ real_t s_f[RC_BWD_BATCH * RC_CH];
+    __shared__ __align__(16) real_t s_e[RC_BWD_BATCH * RC_ENTRY]; /* record, features: as the forward's */
     __shared__ int64_t s_it[RC_BWD_BATCH];
     __shared__ int64_t s_gc[RC_BWD_BATCH]; /* where its colour gradient goes (frees registers in the sweep) */
     __shared__ int s_max_last;
@@ -326,15 +335,16 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             s_it[tid] = it;
             s_gc[tid] = (sh ? 3 * it : D * (it % N)) + c0;
             const real_t* r = (const real_t*)p.records + NUREC_TREC_SIZE * it;
-            for (int k = 0; k < 7; ++k) s_rec[7 * tid + k] = r[k];
+            real_t* e = s_e + RC_ENTRY * tid;
+            for (int k = 0; k < NUREC_TREC_SIZE; ++k) e[k] = r[k];
             const real_t* f = sh ? (const real_t*)p.colors + 3 * it
                                  : (const real_t*)p.features + D * (it % N);
-            for (int k = 0; k < RC_CH; ++k) s_f[RC_CH * tid + k] = k < nch ? f[c0 + k] : (real_t)0;
+            for (int k = 0; k < RC_CH; ++k) e[NUREC_TREC_SIZE + k] = k < nch ? f[c0 + k] : (real_t)0;
         }
         __syncthreads();
-        for (int k = 0; k < cnt; ++k) {
+        const real_t* r = s_e;
+        for (int k = 0; k < cnt; ++k, r += RC_ENTRY) {
             const int32_t rel = e_end - 1 - k;
-            const real_t* r = s_rec + 7 * k;
             real_t v[7 + RC_CH];
             for (int q = 0; q < 7 + RC_CH; ++q) v[q] = 0;
             bool contrib = false;
@@ -344,7 +354,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
                 if (a != 0) {
                     contrib = true;
                     real_t w;
-                    real_t ga = NR(splat_composite_vjp)(a, s_f + RC_CH * k, RC_CH, r[NUREC_TREC_DEPTH], gf,
+                    real_t ga = NR(splat_composite_vjp)(a, r + NUREC_TREC_SIZE, RC_CH, r[NUREC_TREC_DEPTH], gf,
                                                      gz, gTa, &T, S, &Sz, &w);
                     NR(splat_alpha_vjp)(r, vis, dx, dy, ga, v);
                     v[6] = w * gz;

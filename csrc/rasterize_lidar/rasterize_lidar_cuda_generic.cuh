@@ -71,6 +71,32 @@ NUREC_HD_DEV NR(rl_window) NR(rl_warp_window)(bool active, real_t raz, real_t re
  * let through ~1.6x as many entries on the street scene, 39% of all
  * evaluations, where no ray of the warp got alpha > 0
  * (benchmarks/lidar_tile_stats.py --warps). Several rows: the bounding box. */
+/* The culling test's reciprocal and square root: in float32 the hardware's
+ * approximations (rcp.approx, sqrt.approx: within ~2 ulp), whose errors
+ * (< 1e-6 rad here) are far inside the test's own slack (the ellipse grown
+ * by 1% and padded by 1e-4 rad); IEEE division and sqrt each added a range
+ * check and a slow-path call to the test every entry of a list goes
+ * through. Float64 keeps them exact. */
+NUREC_HD_DEV real_t NR(rl_cull_rcp)(real_t x) {
+#if R_IS_F64
+    return 1 / x;
+#else
+    float y;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#endif
+}
+
+NUREC_HD_DEV real_t NR(rl_cull_sqrt)(real_t x) {
+#if R_IS_F64
+    return sqrt(x);
+#else
+    float y;
+    asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+#endif
+}
+
 NUREC_HD_DEV bool NR(rl_may_reach)(const NR(rl_window)* w, const real_t* r) {
     real_t thr = r[NUREC_TREC_THR], A = r[NUREC_TREC_A], B = r[NUREC_TREC_B], C = r[NUREC_TREC_C];
     real_t delta = A * C - B * B;
@@ -79,8 +105,9 @@ NUREC_HD_DEV bool NR(rl_may_reach)(const NR(rl_window)* w, const real_t* r) {
     if (w->el_lo == w->el_hi) {
         const real_t dy = w->el_lo - v;
         const real_t disc = A * thr * (grow * grow) - delta * dy * dy;
-        const real_t hw = R_SQRT(R_FMAX(disc, (real_t)0)) / A + pad;
-        const real_t ctr = u - B * dy / A;
+        const real_t inv_a = NR(rl_cull_rcp)(A);
+        const real_t hw = NR(rl_cull_sqrt)(R_FMAX(disc, (real_t)0)) * inv_a + pad;
+        const real_t ctr = u - B * dy * inv_a;
         return !(disc < 0 || R_FABS(NR(rl_wrap)(ctr - w->az)) - w->half_az > hw);
     }
     real_t ea = R_SQRT(thr * C / delta) * grow + pad, ee = R_SQRT(thr * A / delta) * grow + pad;

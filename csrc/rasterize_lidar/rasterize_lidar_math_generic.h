@@ -9,7 +9,7 @@
 /* x wrapped to (-pi, pi]: the azimuth difference of SPEC section 4. The
  * reference computes the same expression. */
 NUREC_HD real_t NR(rl_wrap)(real_t x) {
-    return x - (real_t)NUREC_RL_TWO_PI * RL_CEIL((x - (real_t)NUREC_RL_PI) / (real_t)NUREC_RL_TWO_PI);
+    return x - (real_t)NUREC_RL_TWO_PI * RL_CEIL((x - (real_t)NUREC_RL_PI) * (real_t)NUREC_RL_INV_TWO_PI);
 }
 
 #include "sensors/lidar_spinning_generic.h"

@@ -87,11 +87,12 @@ NUREC_HD void NR(splat_rm_vjp)(const real_t R[9], const real_t qn[4], real_t inv
  * (sigma < 0 or alpha < 1/255). Writes exp(-sigma) for the VJP. */
 NUREC_HD real_t NR(splat_alpha)(const real_t* r, real_t dx, real_t dy, real_t* vis) {
     real_t sigma = (real_t)0.5 * (r[2] * dx * dx + r[4] * dy * dy) + r[3] * dx * dy;
-    if (sigma < 0) return 0;
-    real_t e = R_EXP(-sigma);
+    /* without a branch (the walks' innermost step: a select, not a jump);
+       e and a of a sigma < 0 are computed and dropped */
+    real_t e = R_EXP_FALLOFF(-sigma); /* math/defs.h */
     real_t a = R_FMIN((real_t)NUREC_SPLAT_ALPHA_MAX, r[5] * e);
     *vis = e;
-    return a < (real_t)NUREC_SPLAT_ALPHA_MIN ? (real_t)0 : a;
+    return sigma >= 0 && a >= (real_t)NUREC_SPLAT_ALPHA_MIN ? a : (real_t)0;
 }
 
 /* VJP of splat_alpha: adds the gradient of (u, v, A, B, C, o) to g[0..5]
@@ -116,7 +117,7 @@ NUREC_HD void NR(splat_alpha_vjp)(const real_t* r, real_t vis, real_t dx, real_t
 NUREC_HD real_t NR(splat_composite_vjp)(real_t a, const real_t* f, int nch, real_t z,
                                         const real_t* gf, real_t gz, real_t gTa, real_t* T,
                                         real_t* S, real_t* Sz, real_t* w) {
-    real_t ra = 1 / (1 - a);
+    real_t ra = R_RCP_NORMAL(1 - a); /* 1 - a >= 0.01: math/defs.h */
     real_t Ti = *T * ra;
     real_t wi = a * Ti;
     real_t g = gTa * ra + gz * (Ti * z - *Sz * ra);

@@ -12,8 +12,9 @@ MAX_ELEVATION = math.pi / 2 - math.radians(5.0)
 
 
 def wrap(x):
-    """x wrapped to (-pi, pi] (the same expression as the fused op)."""
-    return x - 2 * math.pi * torch.ceil((x - math.pi) / (2 * math.pi))
+    """x wrapped to (-pi, pi] (the same expression as the fused op: the
+    product with 1 / (2 pi), csrc/rasterize_lidar/rasterize_lidar_math.h)."""
+    return x - 2 * math.pi * torch.ceil((x - math.pi) * (1 / (2 * math.pi)))
 
 
 def project(means, quats, scales, viewmats, eps2d, near, far):
