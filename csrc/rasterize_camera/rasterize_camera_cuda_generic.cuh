@@ -178,18 +178,20 @@ struct NR(rc_cells) {
         const int y = (int)((pix - cz * HW) / p.width), x = (int)(pix % p.width);
         return (cz * p.tiles_y + y / NUREC_TILE) * p.tiles_x + x / NUREC_TILE;
     }
-    __device__ static void write(const nurec_rasterize_camera_params& p, int64_t pix, int64_t q, real_t v, real_t P) {
-        const int64_t D = p.channels;
-        if (q == D) {
-            ((real_t*)p.depth)[pix] = v;
-            return;
-        }
+    struct Out {
+        int64_t pix;
+        const real_t* bg; /* the camera's background, or NULL */
+    };
+    __device__ static Out out(const nurec_rasterize_camera_params& p, int64_t pix) {
         const real_t* bg = (const real_t*)p.backgrounds;
-        const int64_t cz = pix / (p.height * (int64_t)p.width);
-        ((real_t*)p.render)[D * pix + q] = v + (bg ? P * bg[cz * D + q] : (real_t)0);
+        return Out{pix, bg ? bg + p.channels * (pix / (p.height * (int64_t)p.width)) : bg};
     }
-    __device__ static void alpha(const nurec_rasterize_camera_params& p, int64_t pix, real_t P) {
-        ((real_t*)p.alpha)[pix] = 1 - P;
+    __device__ static void write(const nurec_rasterize_camera_params& p, Out o, int64_t q, real_t v, real_t P) {
+        if (q == p.channels) ((real_t*)p.depth)[o.pix] = v;
+        else ((real_t*)p.render)[p.channels * o.pix + q] = v + (o.bg ? P * o.bg[q] : (real_t)0);
+    }
+    __device__ static void alpha(const nurec_rasterize_camera_params& p, Out o, real_t P) {
+        ((real_t*)p.alpha)[o.pix] = 1 - P;
     }
 };
 

@@ -333,13 +333,18 @@ struct NR(rl_cells) {
         const int i = (int)((ray / p.cols) % p.rows), j = (int)(ray % p.cols);
         return (cz * p.tiles_y + i / NUREC_RL_TILE_ROWS) * p.tiles_x + j / NUREC_RL_TILE_COLS;
     }
-    __device__ static void write(const nurec_rasterize_lidar_params& p, int64_t ray, int64_t q, real_t v, real_t) {
-        const int64_t uray = nurec_rl_user_ray(p.column_order, p.cols, ray);
-        if (q < p.channels) ((real_t*)p.out_features)[p.channels * uray + q] = v;
-        else ((real_t*)p.range)[uray] = v;
+    struct Out {
+        int64_t uray; /* the ray in the user's column order */
+    };
+    __device__ static Out out(const nurec_rasterize_lidar_params& p, int64_t ray) {
+        return Out{nurec_rl_user_ray(p.column_order, p.cols, ray)};
     }
-    __device__ static void alpha(const nurec_rasterize_lidar_params& p, int64_t ray, real_t P) {
-        ((real_t*)p.alpha)[nurec_rl_user_ray(p.column_order, p.cols, ray)] = 1 - P;
+    __device__ static void write(const nurec_rasterize_lidar_params& p, Out o, int64_t q, real_t v, real_t) {
+        if (q < p.channels) ((real_t*)p.out_features)[p.channels * o.uray + q] = v;
+        else ((real_t*)p.range)[o.uray] = v;
+    }
+    __device__ static void alpha(const nurec_rasterize_lidar_params& p, Out o, real_t P) {
+        ((real_t*)p.alpha)[o.uray] = 1 - P;
     }
 };
 

@@ -17,8 +17,11 @@
  * gives its cell grid as `Cells`, a struct of static device functions:
  *   count(p)                 C x its cells
  *   tile(p, cell)            the tile a cell lies in
- *   write(p, cell, q, v, P)  output channel q < D (q == D: depth or range)
- *   alpha(p, cell, P)        alpha = 1 - P (and the camera's background)
+ *   out(p, cell)             where the cell's outputs go (Cells::Out), found
+ *                            once per cell (the lidar's user column, the
+ *                            camera's background)
+ *   write(p, o, q, v, P)     output channel q < D (q == D: depth or range)
+ *   alpha(p, o, P)           alpha = 1 - P
  * Templates on the real type (`Real`, not the generic files' real_t macro):
  * include this before math/generic.h instantiates a family's kernels. */
 #ifndef NUREC_SPLAT_COMBINE_CUDA_CUH
@@ -30,6 +33,7 @@ template <typename Real, typename Cells, typename Params>
 __device__ __forceinline__ void nurec_splat_combine_finish(const Params& p, int64_t cell, int n, int used,
                                                            Real P, int32_t last) {
     const int64_t CC = Cells::count(p), D = p.channels, E = D + 2;
+    const typename Cells::Out o = Cells::out(p, cell);
     Real* state = (Real*)p.seg_state;
     for (int s = used; s < n; ++s) { /* behind the cut-off: nothing to sweep */
         Real* st = state + E * (s * CC + cell);
@@ -47,9 +51,9 @@ __device__ __forceinline__ void nurec_splat_combine_finish(const Params& p, int6
             *v = behind;
             behind += c;
         }
-        Cells::write(p, cell, q, behind, P);
+        Cells::write(p, o, q, behind, P);
     }
-    Cells::alpha(p, cell, P);
+    Cells::alpha(p, o, P);
     ((Real*)p.final_T)[cell] = P;
     p.last[cell] = last;
 }
