@@ -42,6 +42,7 @@ extern "C" {
 #error "splat_warp_add sums at most 16 values: 7 record values + RC_CH channels + 2 absgrad"
 #endif
 
+#include "tiles/splat_combine_cuda.cuh"
 #define NUREC_GENERIC_FILE "rasterize_camera/rasterize_camera_cuda_generic.cuh"
 #include "math/generic.h"
 

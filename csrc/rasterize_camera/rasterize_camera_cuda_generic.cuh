@@ -176,90 +176,37 @@ NR(rc_forward_kernel)(nurec_rasterize_camera_params p, int passes) { NR(rc_forwa
 __global__ void __launch_bounds__(RC_BLOCK)
 NR(rc_forward_fixup_kernel)(nurec_rasterize_camera_params p, int passes) { NR(rc_forward_body)(p, passes, 1); }
 
-/* Combine, one thread per pixel of a tile whose list was cut into parts:
- * chains the parts front to back. Part s started from T = 1; the pixel's
- * transmittance when it begins is P, the product of the earlier parts' T.
- * Its result counts P times over unless the cut-off falls inside it (its own
- * walk stopped, or P x its T < 1e-4: T only falls); that part is composited
- * again from T = P under the SPEC's stop rule by the forward kernel (fixup =
- * 1) between phase 0 and phase 1 of this kernel. Finally each part's slot
- * holds what the backward starts from: T after the part and what lies behind
- * it (suffix sums of the later parts; the background is added by the
- * backward), and the sums are the outputs. */
-NUREC_HD_DEV void NR(rc_combine_finish)(const nurec_rasterize_camera_params& p, int64_t cz, int64_t pix, int n,
-                                        int used, real_t P, int32_t last) {
-    const int64_t CHW = p.num_cameras * p.height * (int64_t)p.width, D = p.channels, E = D + 2;
-    real_t* state = (real_t*)p.seg_state;
-    for (int s = used; s < n; ++s) { /* behind the cut-off: nothing to sweep */
-        real_t* st = state + E * (s * CHW + pix);
-        for (int64_t q = 0; q <= D; ++q) st[q] = 0;
-        st[D + 1] = P;
-        p.seg_last[s * CHW + pix] = 0;
+/* The camera's cells for the shared combine (tiles/splat_combine_cuda.cuh):
+ * pixels; the background is added behind what the parts left. */
+struct NR(rc_cells) {
+    __device__ static int64_t count(const nurec_rasterize_camera_params& p) {
+        return p.num_cameras * p.height * (int64_t)p.width;
     }
-    real_t* out = (real_t*)p.render + D * pix;
-    const real_t* bg = (const real_t*)p.backgrounds;
-    for (int64_t q = 0; q <= D; ++q) {
-        real_t behind = 0;
-        for (int s = used - 1; s >= 0; --s) {
-            real_t* v = state + E * (s * CHW + pix) + q;
-            const real_t c = *v;
-            *v = behind;
-            behind += c;
-        }
-        if (q < D) out[q] = behind + (bg ? P * bg[cz * D + q] : (real_t)0);
-        else ((real_t*)p.depth)[pix] = behind;
+    __device__ static int64_t tile(const nurec_rasterize_camera_params& p, int64_t pix) {
+        const int64_t HW = p.height * (int64_t)p.width, cz = pix / HW;
+        const int y = (int)((pix - cz * HW) / p.width), x = (int)(pix % p.width);
+        return (cz * p.tiles_y + y / NUREC_TILE) * p.tiles_x + x / NUREC_TILE;
     }
-    ((real_t*)p.alpha)[pix] = 1 - P;
-    ((real_t*)p.final_T)[pix] = P;
-    p.last[pix] = last;
-}
+    struct Out {
+        int64_t pix;
+        const real_t* bg; /* the camera's background, or NULL */
+    };
+    __device__ static Out out(const nurec_rasterize_camera_params& p, int64_t pix) {
+        const real_t* bg = (const real_t*)p.backgrounds;
+        return Out{pix, bg ? bg + p.channels * (pix / (p.height * (int64_t)p.width)) : bg};
+    }
+    __device__ static void write(const nurec_rasterize_camera_params& p, Out o, int64_t q, real_t v, real_t P) {
+        if (q == p.channels) ((real_t*)p.depth)[o.pix] = v;
+        else ((real_t*)p.render)[p.channels * o.pix + q] = v + (o.bg ? P * o.bg[q] : (real_t)0);
+    }
+    __device__ static void alpha(const nurec_rasterize_camera_params& p, Out o, real_t P) {
+        ((real_t*)p.alpha)[o.pix] = 1 - P;
+    }
+};
 
 __global__ void __launch_bounds__(RC_PROJ_THREADS)
 NR(rc_combine_kernel)(nurec_rasterize_camera_params p, int phase) {
-    const int64_t HW = p.height * (int64_t)p.width, CHW = p.num_cameras * HW;
-    const int64_t pix = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (pix >= CHW || p.status[1] != 0) return;
-    const int64_t D = p.channels, E = D + 2;
-    const int64_t cz = pix / HW;
-    const int y = (int)((pix - cz * HW) / p.width), x = (int)(pix % p.width);
-    const int64_t tile = (cz * p.tiles_y + y / NUREC_TILE) * p.tiles_x + x / NUREC_TILE;
-    int64_t seg_len;
-    const int n = nurec_splat_segment_count(p.segments, p.segment_min, p.tile_ranges[2 * tile + 1] - p.tile_ranges[2 * tile], &seg_len);
-    if (n <= 1) return; /* the forward kernel wrote this pixel */
-    real_t* state = (real_t*)p.seg_state;
-    if (phase == 1) { /* after the second walk: only pixels phase 0 left open (last < 0) */
-        const int32_t open = p.last[pix];
-        if (open >= 0) return;
-        int s = 1;
-        while (s < n - 1 && (p.seg_last[s * CHW + pix] & NUREC_SPLAT_SEG_FIXUP) == 0) ++s;
-        const int32_t sl = p.seg_last[s * CHW + pix] & NUREC_SPLAT_SEG_LAST;
-        const real_t P = state[E * (s * CHW + pix) + D + 1];
-        NR(rc_combine_finish)(p, cz, pix, n, s + 1, P, sl > 0 ? sl : -open - 1);
-        return;
-    }
-    real_t P = 1;
-    int32_t last = 0;
-    for (int s = 0; s < n; ++s) {
-        real_t* st = state + E * (s * CHW + pix);
-        int32_t* sl = p.seg_last + s * CHW + pix;
-        const bool stopped = (*sl & NUREC_SPLAT_SEG_STOPPED) != 0;
-        if (s > 0 && (stopped || P * st[D + 1] < (real_t)NUREC_SPLAT_T_MIN)) {
-            /* the cut-off falls in this part: to be walked again from T = P */
-            *sl = NUREC_SPLAT_SEG_FIXUP;
-            ((real_t*)p.final_T)[pix] = P;
-            p.last[pix] = -last - 1; /* open; the entries so far */
-            return;
-        }
-        for (int64_t q = 0; q <= D; ++q) st[q] *= P;
-        if ((*sl & NUREC_SPLAT_SEG_LAST) > 0) last = *sl & NUREC_SPLAT_SEG_LAST;
-        P *= st[D + 1];
-        st[D + 1] = P;
-        if (stopped) { /* first part only: later ones are behind the cut-off */
-            NR(rc_combine_finish)(p, cz, pix, n, s + 1, P, last);
-            return;
-        }
-    }
-    NR(rc_combine_finish)(p, cz, pix, n, n, P, last);
+    nurec_splat_combine<real_t, NR(rc_cells)>(p, phase);
 }
 
 /* Backward: one block per (tile, camera, pass), pixels sweep their lists

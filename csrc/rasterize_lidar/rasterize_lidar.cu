@@ -73,6 +73,7 @@ extern "C" {
 #error "splat_warp_add sums at most 16 values: 7 record values + RL_CH channels + 2 absgrad"
 #endif
 
+#include "tiles/splat_combine_cuda.cuh"
 #define NUREC_GENERIC_FILE "rasterize_lidar/rasterize_lidar_cuda_generic.cuh"
 #include "math/generic.h"
 

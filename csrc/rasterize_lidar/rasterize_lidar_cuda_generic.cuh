@@ -349,94 +349,35 @@ NR(rl_forward_kernel)(nurec_rasterize_lidar_params p, int passes) { NR(rl_forwar
 __global__ void RL_FWD_BOUNDS
 NR(rl_forward_fixup_kernel)(nurec_rasterize_lidar_params p, int passes) { NR(rl_forward_body)(p, passes, 1); }
 
-/* Combine, one thread per ray of a tile whose list was cut into parts:
- * chains the parts front to back. Part s started from T = 1; the ray's
- * transmittance when it begins is P, the product of the earlier parts' T.
- * Its result counts P times over unless the cut-off falls inside it (its own
- * walk stopped, or P x its T < 1e-4: T only falls); that part is composited
- * again from T = P under the SPEC's stop rule by the forward kernel
- * (fixup = 1, warps and culling as in the first walk) between phase 0 and
- * phase 1 of this kernel: the same result as one walk over the whole list,
- * up to rounding. (A second walk by this thread alone, ray by ray, took
- * 4.3 ms on the street scene.) Finally each part's slot holds what the
- * backward starts from: T after the part and what lies behind it (suffix
- * sums of the later parts), and the sums are the outputs. */
-NUREC_HD_DEV void NR(rl_combine_finish)(const nurec_rasterize_lidar_params& p, int64_t ray, int n, int used,
-                                        real_t P, int32_t last) {
-    const int64_t CRW = p.num_sweeps * p.rows * (int64_t)p.cols, D = p.channels, E = D + 2;
-    real_t* state = (real_t*)p.seg_state;
-    for (int s = used; s < n; ++s) { /* behind the cut-off: nothing to sweep */
-        real_t* st = state + E * (s * CRW + ray);
-        for (int64_t q = 0; q <= D; ++q) st[q] = 0;
-        st[D + 1] = P;
-        /* what the first walk left here depends on when it saw the early-out
-           (p.last): overwritten, so that every output is the same call to call */
-        p.seg_last[s * CRW + ray] = 0;
+/* The lidar's cells for the shared combine (tiles/splat_combine_cuda.cuh):
+ * canonical rays; the outputs go to the user's columns. */
+struct NR(rl_cells) {
+    __device__ static int64_t count(const nurec_rasterize_lidar_params& p) {
+        return p.num_sweeps * p.rows * (int64_t)p.cols;
     }
-    const int64_t uray = nurec_rl_user_ray(p.column_order, p.cols, ray);
-    real_t* out = (real_t*)p.out_features + D * uray;
-    for (int64_t q = 0; q <= D; ++q) {
-        real_t behind = 0;
-        for (int s = used - 1; s >= 0; --s) {
-            real_t* v = state + E * (s * CRW + ray) + q;
-            const real_t c = *v;
-            *v = behind;
-            behind += c;
-        }
-        if (q < D) out[q] = behind;
-        else ((real_t*)p.range)[uray] = behind;
+    __device__ static int64_t tile(const nurec_rasterize_lidar_params& p, int64_t ray) {
+        const int64_t cz = ray / (p.rows * (int64_t)p.cols);
+        const int i = (int)((ray / p.cols) % p.rows), j = (int)(ray % p.cols);
+        return (cz * p.tiles_y + i / NUREC_RL_TILE_ROWS) * p.tiles_x + j / NUREC_RL_TILE_COLS;
     }
-    ((real_t*)p.alpha)[uray] = 1 - P;
-    ((real_t*)p.final_T)[ray] = P;
-    p.last[ray] = last;
-}
+    struct Out {
+        int64_t uray; /* the ray in the user's column order */
+    };
+    __device__ static Out out(const nurec_rasterize_lidar_params& p, int64_t ray) {
+        return Out{nurec_rl_user_ray(p.column_order, p.cols, ray)};
+    }
+    __device__ static void write(const nurec_rasterize_lidar_params& p, Out o, int64_t q, real_t v, real_t) {
+        if (q < p.channels) ((real_t*)p.out_features)[p.channels * o.uray + q] = v;
+        else ((real_t*)p.range)[o.uray] = v;
+    }
+    __device__ static void alpha(const nurec_rasterize_lidar_params& p, Out o, real_t P) {
+        ((real_t*)p.alpha)[o.uray] = 1 - P;
+    }
+};
 
 __global__ void __launch_bounds__(RL_PROJ_THREADS)
 NR(rl_combine_kernel)(nurec_rasterize_lidar_params p, int phase) {
-    const int64_t CRW = p.num_sweeps * p.rows * (int64_t)p.cols;
-    const int64_t ray = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (ray >= CRW || p.status[1] != 0) return;
-    const int64_t D = p.channels, E = D + 2;
-    const int64_t cz = ray / (p.rows * (int64_t)p.cols);
-    const int i = (int)((ray / p.cols) % p.rows), j = (int)(ray % p.cols);
-    const int64_t tile = (cz * p.tiles_y + i / NUREC_RL_TILE_ROWS) * p.tiles_x + j / NUREC_RL_TILE_COLS;
-    int64_t seg_len;
-    const int n = nurec_splat_segment_count(p.segments, p.segment_min, p.tile_ranges[2 * tile + 1] - p.tile_ranges[2 * tile], &seg_len);
-    if (n <= 1) return; /* the forward kernel wrote this ray */
-    real_t* state = (real_t*)p.seg_state;
-    if (phase == 1) { /* after the second walk: only rays phase 0 left open (last < 0) */
-        const int32_t open = p.last[ray];
-        if (open >= 0) return;
-        int s = 1;
-        while (s < n - 1 && (p.seg_last[s * CRW + ray] & NUREC_RL_SEG_FIXUP) == 0) ++s;
-        const int32_t sl = p.seg_last[s * CRW + ray] & NUREC_RL_SEG_LAST;
-        const real_t P = state[E * (s * CRW + ray) + D + 1];
-        NR(rl_combine_finish)(p, ray, n, s + 1, P, sl > 0 ? sl : -open - 1);
-        return;
-    }
-    real_t P = 1;
-    int32_t last = 0;
-    for (int s = 0; s < n; ++s) {
-        real_t* st = state + E * (s * CRW + ray);
-        int32_t* sl = p.seg_last + s * CRW + ray;
-        const bool stopped = (*sl & NUREC_RL_SEG_STOPPED) != 0;
-        if (s > 0 && (stopped || P * st[D + 1] < (real_t)NUREC_SPLAT_T_MIN)) {
-            /* the cut-off falls in this part: to be walked again from T = P */
-            *sl = NUREC_RL_SEG_FIXUP;
-            ((real_t*)p.final_T)[ray] = P;
-            p.last[ray] = -last - 1; /* open; the entries so far */
-            return;
-        }
-        for (int64_t q = 0; q <= D; ++q) st[q] *= P;
-        if ((*sl & NUREC_RL_SEG_LAST) > 0) last = *sl & NUREC_RL_SEG_LAST;
-        P *= st[D + 1];
-        st[D + 1] = P;
-        if (stopped) { /* first part only: later ones are behind the cut-off */
-            NR(rl_combine_finish)(p, ray, n, s + 1, P, last);
-            return;
-        }
-    }
-    NR(rl_combine_finish)(p, ray, n, n, P, last);
+    nurec_splat_combine<real_t, NR(rl_cells)>(p, phase);
 }
 
 /* Backward, the lidar's own kernel: one block per (tile slice, sweep, pass,
