@@ -18,6 +18,8 @@ extern "C" {
 
 #define NUREC_HD_DEV static __device__ __forceinline__
 #define RC_PROJ_THREADS 256
+#define RC_PROJ_BWD_THREADS 128 /* 3 x 16 SH gradients per thread in shared memory: 48 KB in float64 */
+#define RC_SH_MAX 48            /* 3 x 16: SH degree 3 */
 #define RC_BLOCK (NUREC_TILE * NUREC_TILE) /* one thread per pixel of a tile */
 #define RC_CH NUREC_RC_CHANNELS_PER_PASS
 #define RC_ENTRY (NUREC_TREC_SIZE + RC_CH) /* a staged entry of the forward: record, features */
@@ -170,14 +172,14 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
         if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
     }
     if (N > 0) {
-        unsigned b = blocks_for(N, RC_PROJ_THREADS);
+        unsigned b = blocks_for(N, RC_PROJ_BWD_THREADS);
         const bool models = p->camera_model != NUREC_CAM_PINHOLE;
         if (f64) {
-            if (models) rc_project_backward_kernel_f64<true><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
-            else rc_project_backward_kernel_f64<false><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+            if (models) rc_project_backward_kernel_f64<true><<<b, RC_PROJ_BWD_THREADS, 0, s>>>(*p);
+            else rc_project_backward_kernel_f64<false><<<b, RC_PROJ_BWD_THREADS, 0, s>>>(*p);
         } else {
-            if (models) rc_project_backward_kernel_f32<true><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
-            else rc_project_backward_kernel_f32<false><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
+            if (models) rc_project_backward_kernel_f32<true><<<b, RC_PROJ_BWD_THREADS, 0, s>>>(*p);
+            else rc_project_backward_kernel_f32<false><<<b, RC_PROJ_BWD_THREADS, 0, s>>>(*p);
         }
     }
     return ok();

@@ -98,7 +98,7 @@ static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
 
     /* per Gaussian: the projection VJP summed over cameras */
     for (int64_t g = 0; g < N; ++g)
-        NR(rc_project_vjp_gaussian)(p, g, 0, sh ? (real_t*)p->grad_features + 3 * p->sh_coeffs * g : (real_t*)0,
+        NR(rc_project_vjp_gaussian)(p, g, 0, sh ? (real_t*)p->grad_features + 3 * p->sh_coeffs * g : (real_t*)0, 1,
                                     sh ? 3 * p->sh_coeffs : 0);
     return NUREC_OK;
 }

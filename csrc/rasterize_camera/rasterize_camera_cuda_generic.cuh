@@ -326,13 +326,32 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
 }
 
 /* Per Gaussian: the projection VJP summed over cameras (no atomics;
- * tiles/splat_project_generic.h). */
+ * tiles/splat_project_generic.h). SH: each thread's 3 x 16 coefficient
+ * gradients are summed over the cameras in shared memory (one column per
+ * thread: no bank conflicts) and the block writes its Gaussians' rows at the
+ * end, coalesced: read-modify-writes of [N, K, 3] in global memory per
+ * (camera, Gaussian), 192 B apart across a warp, were the rig step's
+ * costliest per-Gaussian traffic (its projection backward 3.7 ms on 2M
+ * Gaussians x 5 cameras against gsplat's ~1.2). */
 template <bool kModels>
-__global__ void __launch_bounds__(RC_PROJ_THREADS)
+__global__ void __launch_bounds__(RC_PROJ_BWD_THREADS)
 NR(rc_project_backward_kernel)(nurec_rasterize_camera_params p) {
-    int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= p.num_gaussians) return;
+    __shared__ real_t s_gsh[RC_SH_MAX * RC_PROJ_BWD_THREADS];
+    const int64_t N = p.num_gaussians;
+    const int64_t g0 = (int64_t)blockIdx.x * blockDim.x, g = g0 + threadIdx.x;
     const int sh = p.sh_degree >= 0;
-    NR(rc_project_vjp_gaussian)(&p, g, !kModels, sh ? (real_t*)p.grad_features + 3 * p.sh_coeffs * g : (real_t*)0,
-                                sh ? 3 * p.sh_coeffs : 0);
+    const int64_t K3 = 3 * p.sh_coeffs;
+    if (g < N) /* the degree's coefficients (at most 16) in this thread's column */
+        NR(rc_project_vjp_gaussian)(&p, g, !kModels, sh ? s_gsh + threadIdx.x : (real_t*)0, RC_PROJ_BWD_THREADS,
+                                    sh ? (K3 < RC_SH_MAX ? K3 : RC_SH_MAX) : 0);
+    if (!sh) return; /* uniform over the grid */
+    __syncthreads();
+    /* the block's rows [g0, g0 + n) x 3K, contiguous in global memory, written
+       in order from the columns (coefficients past the first 16 are 0) */
+    const int64_t n = N - g0 < RC_PROJ_BWD_THREADS ? N - g0 : RC_PROJ_BWD_THREADS;
+    real_t* out = (real_t*)p.grad_features + K3 * g0;
+    for (int64_t i = threadIdx.x; i < n * K3; i += RC_PROJ_BWD_THREADS) {
+        const int64_t row = i / K3, k = i - row * K3;
+        out[i] = k < RC_SH_MAX ? s_gsh[k * RC_PROJ_BWD_THREADS + row] : (real_t)0;
+    }
 }

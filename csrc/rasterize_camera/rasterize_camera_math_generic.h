@@ -359,7 +359,7 @@ NUREC_HD void NR(rc_sh_color)(int deg, const real_t* coeffs, const real_t m[3],
 /* VJP of rc_sh_color: adds to gcoeffs [K, 3] and to gm[3]. */
 NUREC_HD void NR(rc_sh_color_vjp)(int deg, const real_t* coeffs, const real_t m[3],
                                   const real_t campos[3], const real_t gcol[3], real_t* gcoeffs,
-                                  real_t gm[3]) {
+                                  int64_t gstride, real_t gm[3]) {
     real_t d[3], inv, b[16], w[16];
     NR(rc_view_dir)(m, campos, d, &inv);
     NR(rc_sh_basis)(deg, d, b);
@@ -376,7 +376,7 @@ NUREC_HD void NR(rc_sh_color_vjp)(int deg, const real_t* coeffs, const real_t m[
         w[k] = 0;
         if (k < n)
             for (int ch = 0; ch < 3; ++ch) {
-                gcoeffs[3 * k + ch] += b[k] * g[ch];
+                gcoeffs[(3 * k + ch) * gstride] += b[k] * g[ch];
                 w[k] += coeffs[3 * k + ch] * g[ch];
             }
     }
@@ -434,10 +434,10 @@ NUREC_HD void NR(rc_camera_as)(const nurec_rasterize_camera_params* p, int64_t c
 #define SPLAT_PROJECT_VJP(S, m, q, s, P, gr, gm, gq, gs) NR(rc_project_vjp)(S, m, q, s, P, gr, gm, gq, gs)
 #define SPLAT_CELLS(p, it, rec, vis) NR(rc_item_cells)(p, rec, vis)
 #define SPLAT_ITEM_DONE(p, S, g, it, m, cnt) NR(rc_item_color)(p, S, g, it, m, cnt)
-#define SPLAT_ITEM_VJP(p, S, g, it, m, extra, gm)                                                             \
+#define SPLAT_ITEM_VJP(p, S, g, it, m, extra, stride, gm)                                                     \
     do {                                                                                                      \
         if ((p)->sh_degree >= 0)                                                                              \
             NR(rc_sh_color_vjp)((p)->sh_degree, (const real_t*)(p)->features + 3 * (p)->sh_coeffs * (g), m,   \
-                                (S)->campos, (const real_t*)(p)->grad_colors + 3 * (it), extra, gm);          \
+                                (S)->campos, (const real_t*)(p)->grad_colors + 3 * (it), extra, stride, gm);  \
     } while (0)
 #include "tiles/splat_project_generic.h"

@@ -73,6 +73,6 @@ static int NR(rl_backward_cpu)(const nurec_rasterize_lidar_params* p) {
     free(S);
 
     /* per Gaussian: the projection VJP summed over sweeps */
-    for (int64_t g = 0; g < N; ++g) NR(rl_project_vjp_gaussian)(p, g, 0, (real_t*)0, 0);
+    for (int64_t g = 0; g < N; ++g) NR(rl_project_vjp_gaussian)(p, g, 0, (real_t*)0, 1, 0);
     return NUREC_OK;
 }

@@ -487,5 +487,5 @@ __global__ void __launch_bounds__(RL_PROJ_THREADS)
 NR(rl_project_backward_kernel)(nurec_rasterize_lidar_params p) {
     int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= p.num_gaussians) return;
-    NR(rl_project_vjp_gaussian)(&p, g, 0, (real_t*)0, 0);
+    NR(rl_project_vjp_gaussian)(&p, g, 0, (real_t*)0, 1, 0);
 }

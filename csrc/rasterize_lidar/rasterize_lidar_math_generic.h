@@ -356,5 +356,5 @@ NUREC_HD int64_t NR(rl_item_cells)(const nurec_rasterize_lidar_params* p, int64_
 #define SPLAT_PROJECT_VJP(S, m, q, s, P, gr, gm, gq, gs) NR(rl_project_vjp)(S, s, P, gr, gm, gq, gs)
 #define SPLAT_CELLS(p, it, rec, vis) NR(rl_item_cells)(p, it, rec, vis)
 #define SPLAT_ITEM_DONE(p, S, g, it, m, cnt) ((void)0)
-#define SPLAT_ITEM_VJP(p, S, g, it, m, extra, gm) ((void)0)
+#define SPLAT_ITEM_VJP(p, S, g, it, m, extra, stride, gm) ((void)0)
 #include "tiles/splat_project_generic.h"

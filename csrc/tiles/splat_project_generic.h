@@ -20,8 +20,8 @@
  *                                         (the lidar writes its tile box here)
  *   SPLAT_ITEM_DONE(p, S, g, it, m, cnt)  the family's extra per item (the
  *                                         camera's SH colour), or nothing
- *   SPLAT_ITEM_VJP(p, S, g, it, m, extra, gm)  its VJP (extra: the camera's
- *                                         SH gradients), or nothing */
+ *   SPLAT_ITEM_VJP(p, S, g, it, m, extra, stride, gm)  its VJP (extra: the
+ *                                         camera's SH gradients), or nothing */
 
 /* Item it = c N + g: the Gaussian's record through sensor c (S, moved here to
  * the item's own time), its count and the family's extra, written. */
@@ -46,11 +46,12 @@ NUREC_HD void SPLAT_FN(project_item)(const SPLAT_PARAMS* p, int64_t c, int64_t g
 /* Gaussian g: the projection VJP of its items summed over the sensors (no
  * atomics), from the backward's per-item gradient records; its mean,
  * quaternion, scale and opacity gradients written. The family's extra
- * gradients (extra_len of them at extra: the camera's SH coefficients) start
- * at 0 here. After an overflowed forward (NaN outputs) all are 0. plain:
+ * gradients (extra_len of them, entry k at extra[k * stride]: the camera's
+ * SH coefficients, in global memory or a shared-memory column) start at 0
+ * here. After an overflowed forward (NaN outputs) all are 0. plain:
  * every sensor taken as the family's plain model (SPLAT_SENSOR_OF). */
 NUREC_HD void SPLAT_FN(project_vjp_gaussian)(const SPLAT_PARAMS* p, int64_t g, int plain, real_t* extra,
-                                             int64_t extra_len) {
+                                             int64_t stride, int64_t extra_len) {
     const int64_t N = p->num_gaussians, C = SPLAT_NUM_SENSORS(p);
     const int overflow = p->status[1] != 0;
     const real_t* mp = (const real_t*)p->means + 3 * g;
@@ -60,7 +61,7 @@ NUREC_HD void SPLAT_FN(project_vjp_gaussian)(const SPLAT_PARAMS* p, int64_t g, i
     real_t s[3] = {sp[0], sp[1], sp[2]};
     const real_t o = ((const real_t*)p->opacities)[g];
     real_t gm[3] = {0, 0, 0}, gq[4] = {0, 0, 0, 0}, gs[3] = {0, 0, 0}, go = 0;
-    for (int64_t k = 0; k < extra_len; ++k) extra[k] = 0;
+    for (int64_t k = 0; k < extra_len; ++k) extra[k * stride] = 0;
     for (int64_t c = 0; c < C && !overflow; ++c) {
         const int64_t it = c * N + g;
         if (p->counts[it] <= 0) continue;
@@ -76,7 +77,7 @@ NUREC_HD void SPLAT_FN(project_vjp_gaussian)(const SPLAT_PARAMS* p, int64_t g, i
         for (int k = 0; k < 4; ++k) gq[k] += q1[k];
         for (int k = 0; k < 3; ++k) gs[k] += s1[k];
         go += gr[5];
-        SPLAT_ITEM_VJP(p, &S, g, it, m, extra, gm);
+        SPLAT_ITEM_VJP(p, &S, g, it, m, extra, stride, gm);
     }
     real_t* om = (real_t*)p->grad_means + 3 * g;
     real_t* oq = (real_t*)p->grad_quats + 4 * g;
