@@ -174,7 +174,17 @@ def assert_close_flips(actual, expected, dtype, factor=1.0, msg="", max_frac=2e-
     assert frac <= max_frac, f"{msg}: {int(bad.sum())} of {e.numel()} elements off (max {err.max().item():.3g})"
     assert (err[bad] <= bound * scale).all(), f"{msg}: an element is off by {err.max().item():.3g} (scale {scale:.3g})"
 
-def assert_close_to_reference(actual, ref64, ref32, msg="", flips=0.0, flip_bound=0.0):
+# GRAD_ORDER_FLOOR: a float32 gradient summed by atomics in the GPU's order
+# (many terms that cancel) carries rounding the CPU reference's own float32
+# error need not show where a tensor has few elements: the H200 ran the
+# lidar's 27-Gaussian edge scene with lists cut into parts with 3 of 27
+# opacity gradients 2.8e-5 of the scale off the float64 reference (3 of 7
+# runs, different elements from run to run; float64 exact). Gradients are
+# held to max(the rule's bound, 1e-4 of their scale).
+GRAD_ORDER_FLOOR = 1e-4
+
+
+def assert_close_to_reference(actual, ref64, ref32, msg="", flips=0.0, flip_bound=0.0, floor=0.0):
     """``actual`` (float32, any device) against ``ref64`` (the float64
     reference) by the rule above, ``ref32`` being the reference's float32
     result. Where the reference is finite ``actual`` must be too. ``flips``:
@@ -183,7 +193,8 @@ def assert_close_to_reference(actual, ref64, ref32, msg="", flips=0.0, flip_boun
     rasterizer's 1/255 alpha and 1e-4 transmittance thresholds) takes a
     Gaussian in or out of a pixel where float32 rounds to the other side of
     the threshold than float64, in our float32 and the reference's at
-    different places. One flip moves a whole row (a Gaussian's parameter
+    different places. ``floor``: the bound is at least this much of the
+    scale (GRAD_ORDER_FLOOR for gradients). One flip moves a whole row (a Gaussian's parameter
     vector, a pixel's channels), so at least one row's worth of elements may
     flip: a scene of 27 Gaussians flips a fraction of 1/27 of a gradient or
     none (seen on the H200 with the lidar's lists cut into parts, where the
@@ -200,7 +211,7 @@ def assert_close_to_reference(actual, ref64, ref32, msg="", flips=0.0, flip_boun
     scale = max(1.0, e.abs().max().item())
     assert torch.isfinite(r).all(), f"{msg}: the float32 reference is not finite where the float64 one is"
     ref_err = (r - e).abs().max().item()
-    bound = REF_FACTOR * ref_err + REF_ULPS * torch.finfo(torch.float32).eps * scale
+    bound = max(REF_FACTOR * ref_err + REF_ULPS * torch.finfo(torch.float32).eps * scale, floor * scale)
     err = (a - e).abs()
     bad = err > bound
     n_bad = int(bad.sum())
