@@ -51,6 +51,10 @@ def table(m, clip_s=None):
         rows.append(("clip written in", f"{clip_s:.1f} s"))
     rows += [("device", m["device"]), ("Gaussians", str(m["gaussians"]))]
     rows += [(f"  {k}", f"{tt[k]:.3f} s") for k in PARTS]
+    sub = m.get("initial_gaussians_s") or {}
+    if sub:
+        at = [a for a, _ in rows].index("  initial_gaussians") + 1
+        rows[at:at] = [(f"    {k}", f"{v:.3f} s") for k, v in sub.items()]
     rows += [("time to first step (total)", f"{tt['total']:.3f} s"),
              ("  without imports and CUDA context", f"{tt['total'] - tt['imports'] - tt['cuda_init']:.3f} s"),
              (f"steady step, median of {m['steps'] - 1} ({m['step_ms_source']})", f"{m['step_ms_median']:.2f} ms"),

@@ -94,20 +94,36 @@ def schedule(clip, args, device):
         s = int((sweep_mid - int(D.cam_mid_us[c][f].cpu())).abs().argmin()) if lidar is not None else 0
         D.schedule.append((c, torch.tensor([f], device=device), torch.tensor([s], device=device)))
         requests.append((("camera", D.cams[c].name, f),) + ((("lidar", lidar.name, s),) if lidar is not None else ()))
-    # the frames each step reads: decoded by a thread pool args.read_ahead steps ahead, uploaded without a sync
+    # the frames each step reads: decoded by a thread pool args.read_ahead steps ahead, uploaded without a sync;
+    # started once the Gaussians are built (decoding threads beside build() slowed it 2-4x: they share the GIL)
     D.frames = clip.frames.read_ahead(requests, device, depth=args.read_ahead, workers=args.read_workers,
-                                      cache_bytes=int(args.frame_cache_gb * 2 ** 30))
+                                      cache_bytes=int(args.frame_cache_gb * 2 ** 30), start=False)
     return D
 
 
-def build(clip, args, D, device, dtype):
+def build(clip, args, D, device, dtype, parts=None):
     """The trainable Gaussians P at the lidar points (D gets their track
-    ids and the lidar feature)."""
+    ids and the lidar feature). ``parts`` (a dict) gets the seconds of its
+    steps: reading the points, classifying them, the neighbour scales."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    t = time.perf_counter()
+
+    def lap(name):
+        nonlocal t
+        sync()
+        if parts is not None:
+            parts[name] = time.perf_counter() - t
+        t = time.perf_counter()
+
     clip.frames.read_points(args.point_sweeps)
+    lap("read_points")
     init = clip.initial_gaussians(max_points=args.max_points, seed=args.seed)
+    lap("classify")
+    log_scales = neighbour_scales(init.means, init.track_ids)
+    lap("scales")
     N = init.means.shape[0]
     P = NS(means=init.means.clone(), quats=torch.zeros(N, 4, device=device, dtype=dtype),
-           log_scales=neighbour_scales(init.means, init.track_ids)[:, None].repeat(1, 3),
+           log_scales=log_scales[:, None].repeat(1, 3),
            opacity_logits=torch.zeros(N, device=device, dtype=dtype),
            colors=torch.full((N, 3), 0.5, device=device, dtype=dtype),
            background=torch.full((1, 3), 0.5, device=device, dtype=dtype))
@@ -240,6 +256,9 @@ def parse_args(argv=None):
                    help="lidar sweeps (spread over the clip) whose points start the Gaussians (0: all)")
     p.add_argument("--read-ahead", type=int, default=8, help="steps whose frames are decoded ahead")
     p.add_argument("--read-workers", type=int, default=None, help="decoding threads (default min(8, cores))")
+    p.add_argument("--check-syncs", action="store_true",
+                   help="CUDA: run the steps after the first with torch.cuda.set_sync_debug_mode('error') "
+                        "(a host sync in a step raises; progress lines, which read a loss, are then off)")
     p.add_argument("--frame-cache-gb", type=float, default=2.0, help="decoded frames kept on the device (GiB)")
     args = p.parse_args(argv)
     if args.time_only is not None:
@@ -249,10 +268,25 @@ def parse_args(argv=None):
     return args
 
 
+def warm_optimizer_import():
+    """torch.optim's first optimizer imports torch._dynamo (its decorators
+    load it lazily): 0.9 s on our 2-core machine, ~4.5 s on the H200 machine's
+    file system, counted in the set-up's "rest". A thread imports it while
+    the clip's metadata and points are read (mostly file reads and numpy,
+    which release the interpreter); the optimizer's construction then finds
+    it loaded (or waits for the thread's import to finish)."""
+    import importlib
+    import threading
+
+    threading.Thread(target=importlib.import_module, args=("torch._dynamo",), daemon=True,
+                     name="nurec-warm-dynamo").start()
+
+
 def main(argv=None, t_start=None):
     """Trains; returns the metrics. ``t_start``: the process's start
     (perf_counter) when run as a script, for the time to the first step."""
     t_main = time.perf_counter()
+    warm_optimizer_import()
     args = parse_args(argv)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dtype = torch.float32
@@ -270,10 +304,11 @@ def main(argv=None, t_start=None):
                      time_range_us=tuple(args.time_range_us) if args.time_range_us else None, point_sweeps=0)
     if not clip.cameras:
         raise SystemExit("train_ncore: the clip has no cameras to train on")
-    D = schedule(clip, args, device)  # starts decoding the first steps' frames
+    D = schedule(clip, args, device)  # the read-ahead of the steps' frames, not yet started
     tt["metadata"] = time.perf_counter() - t
     t = time.perf_counter()
-    P = build(clip, args, D, device, dtype)
+    init_parts = {}
+    P = build(clip, args, D, device, dtype, init_parts)
     N = P.means.shape[0]
     dens = None
     if args.strategy != "none":
@@ -287,6 +322,8 @@ def main(argv=None, t_start=None):
         opt = torch.optim.Adam([{"params": [P[k]], "lr": lr} for k, lr in LR.items()], eps=1e-15)
     sync()
     tt["initial_gaussians"] = time.perf_counter() - t
+    init_parts["rest"] = tt["initial_gaussians"] - sum(init_parts.values())
+    D.frames.start()  # the first steps' frames decode from here on (during the evaluation, when there is one)
     log(f"train_ncore: {clip.sequence_id}: {len(D.cams)} cameras "
         + ", ".join(f"{c.name} ({c.camera_model}, {c.width}x{c.height}, {c.shutter}, {c.timestamps_us.shape[0]} frames)"
                     for c in D.cams)
@@ -303,7 +340,10 @@ def main(argv=None, t_start=None):
               for _ in range(args.steps)] if cuda else []
     host_ms = []
     t1 = None
+    checked = 0
     for k, (c, i, j) in enumerate(D.schedule):
+        if k == 1 and cuda and args.check_syncs:  # the first step warms up (allocations, capacities): the rest must not sync
+            torch.cuda.set_sync_debug_mode("error")
         t = time.perf_counter()
         frames = D.frames.get(k)  # waits only if decoding fell behind; the upload does not sync
         if k == 0:
@@ -320,9 +360,14 @@ def main(argv=None, t_start=None):
             t1 = time.perf_counter()
         else:
             host_ms.append((time.perf_counter() - t) * 1e3)
+        checked += int(torch.cuda.get_sync_debug_mode() == 2) if cuda else 0
+        if args.check_syncs and cuda:
+            continue
         if not args.quiet and ((k + 1) % every == 0 or k + 1 == args.steps):  # reading a loss syncs: rarely
             log(f"  step {k + 1:5d}/{args.steps}  loss {float(losses[k, 0]):.4f}  "
                 f"camera L1 {float(losses[k, 1]):.4f}  lidar L1 {float(losses[k, 2]):.3f} m")
+    if cuda:
+        torch.cuda.set_sync_debug_mode(0)
     sync()
     steady = args.steps - 1
     step_ms = (time.perf_counter() - t1) * 1e3 / steady if t1 is not None and steady > 0 else float("nan")
@@ -339,9 +384,9 @@ def main(argv=None, t_start=None):
     log(f"  steady step {step_ms_median:.2f} ms median ({'CUDA events' if cuda else 'host'}), {step_ms:.2f} ms mean "
         f"wall; waited {read_wait_s:.2f} s for frames after the first; {decoded} frames decoded")
     metrics = dict(steps=args.steps, gaussians=N, gaussians_final=int(P.means.shape[0]), strategy=args.strategy,
-                   device=str(device), time_to_first_step_s=tt, eval_start_s=eval_start_s, step_ms=step_ms,
+                   device=str(device), time_to_first_step_s=tt, initial_gaussians_s=init_parts, eval_start_s=eval_start_s, step_ms=step_ms,
                    step_ms_median=step_ms_median,
-                   step_ms_source="cuda_events" if cuda else "host", read_wait_s=read_wait_s, frames_decoded=decoded,
+                   step_ms_source="cuda_events" if cuda else "host", sync_checked_steps=checked, read_wait_s=read_wait_s, frames_decoded=decoded,
                    cameras={c.name: [c.width, c.height, int(c.timestamps_us.shape[0])] for c in D.cams},
                    lidar=None if D.lidar is None else [D.lidar.row_elevations.shape[0],
                                                        D.lidar.column_azimuths.shape[0],

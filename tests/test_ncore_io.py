@@ -26,6 +26,7 @@ import ncore.data as ncd  # noqa: E402
 import ncore.sensors as ncs  # noqa: E402
 from scipy.spatial.transform import Rotation  # noqa: E402  (an NCore dependency)
 
+from conftest import gpu  # noqa: E402
 from nurec_ops.io import ncore as nio  # noqa: E402
 from nurec_ops.reference import camera_models as cm  # noqa: E402
 from nurec_ops.reference.quat import to_rotmat  # noqa: E402
@@ -351,6 +352,21 @@ def test_train_ncore_example_learns(written, tmp_path):
     assert tt["total"] == pytest.approx(sum(tt[k] for k in parts))
     assert m["step_ms_median"] > 0 and m["step_ms_source"] == "host"
     assert m["frames_decoded"] == len({(c, f) for c in range(4) for f in range(5)}) + 5  # each frame once (cached)
+
+
+@gpu
+def test_train_ncore_steps_do_not_sync(written):
+    """On CUDA every step after the first runs under
+    set_sync_debug_mode('error') (the read-ahead's uploads included): a host
+    sync in a step raises."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    import train_ncore
+
+    m = train_ncore.main(["--clip", written[0], "--device", "cuda", "--max-points", "3000", "--quiet",
+                          "--time-only", "12", "--check-syncs"])
+    assert m["sync_checked_steps"] == 11 and m["step_ms_source"] == "cuda_events"
+    assert torch.isfinite(torch.tensor(m["losses"])).all()
+    assert torch.cuda.get_sync_debug_mode() == 0
 
 
 @pytest.mark.parametrize("strategy", ["default", "mcmc"])

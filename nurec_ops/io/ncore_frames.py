@@ -66,9 +66,11 @@ class FrameSource:
         d, _, r, ok = _sweep_rays(sensor, i)
         return tuple(torch.from_numpy(a) for a in _sweep_grid(sensor, i, d, r, ok, model))
 
-    def read_ahead(self, requests, device, dtype=torch.float32, depth=8, workers=None, cache_bytes=1 << 31):
+    def read_ahead(self, requests, device, dtype=torch.float32, depth=8, workers=None, cache_bytes=1 << 31,
+                   start=True):
         """A ReadAhead over ``requests`` (see ReadAhead)."""
-        return ReadAhead(self, requests, device, dtype=dtype, depth=depth, workers=workers, cache_bytes=cache_bytes)
+        return ReadAhead(self, requests, device, dtype=dtype, depth=depth, workers=workers, cache_bytes=cache_bytes,
+                         start=start)
 
 
 class ReadAhead:
@@ -84,9 +86,12 @@ class ReadAhead:
     stream only waits on their events. ``wait_s`` sums the time ``get``
     blocked on decoding (``waits`` per call), ``decoded`` counts the frames
     decoded; ``cache_bytes`` bounds the uploaded frames kept on the device
-    (least recently used first out)."""
+    (least recently used first out). ``start=False``: nothing is decoded
+    until ``start()`` (or the first ``get``), so that a caller's own set-up
+    does not share the interpreter with the decoding threads."""
 
-    def __init__(self, source, requests, device, dtype=torch.float32, depth=8, workers=None, cache_bytes=1 << 31):
+    def __init__(self, source, requests, device, dtype=torch.float32, depth=8, workers=None, cache_bytes=1 << 31,
+                 start=True):
         self.source, self.requests = source, [tuple(r) for r in requests]
         self.device, self.dtype, self.depth = torch.device(device), dtype, max(1, int(depth))
         self.cuda = self.device.type == "cuda"
@@ -99,7 +104,12 @@ class ReadAhead:
         self._lock = threading.Lock()
         self._next = 0
         self.wait_s, self.waits, self.decoded = 0.0, [], 0
-        self._queue(0)
+        if start:
+            self.start()
+
+    def start(self):
+        """Starts decoding the first ``depth`` requests (again: no effect)."""
+        self._queue(self._next)
 
     def __len__(self):
         return len(self.requests)
