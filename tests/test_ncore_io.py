@@ -239,6 +239,26 @@ def test_lidar_model_and_grids(clip, written):
         lid.model  # unpacks into rasterize_lidar
 
 
+@pytest.mark.parametrize("duplicates", [False, True])
+def test_grid_keeps_each_cells_nearest_return(duplicates):
+    """_grid: with a ray per cell (the fast path, no sort) and with several
+    rays in some cells (the sort), each cell holds its nearest ray's range
+    and intensity; cells without a ray are invalid and zero."""
+    g = np.random.default_rng(1)
+    R, W = 6, 9
+    cells = g.permutation(R * W)[:30]
+    if duplicates:
+        cells = np.concatenate([cells, cells[:12]])
+    dist, inten = g.random(cells.size) + 1.0, g.random(cells.size)
+    ranges, valid, intensity = nio._grid(cells // W, cells % W, dist, inten, R, W)
+    want_r, want_i = np.zeros(R * W), np.zeros(R * W)
+    for c in np.unique(cells):
+        k = np.flatnonzero(cells == c)[np.argmin(dist[cells == c])]
+        want_r[c], want_i[c] = dist[k], inten[k]
+    assert (valid.ravel() == np.isin(np.arange(R * W), cells)).all()
+    assert (ranges.ravel() == want_r).all() and (intensity.ravel() == want_i).all()
+
+
 def test_nearest_cells_recover_elements(written):
     """Directions perturbed by under half a cell map back to their cells,
     whatever the table's order (here reversed, as a ccw table's)."""

@@ -179,8 +179,11 @@ def _grid(rows, cols, dist, inten, R, W):
     import numpy as np
 
     flat = rows * W + cols
-    order = np.lexsort((dist, flat))  # by cell, then by distance
-    first = order[np.unique(flat[order], return_index=True)[1]]
+    if flat.size == 0 or np.bincount(flat, minlength=R * W).max() <= 1:
+        first = np.arange(flat.size)  # a ray per cell (a stored model element each): no sort (~10x faster)
+    else:
+        order = np.lexsort((dist, flat))  # by cell, then by distance
+        first = order[np.unique(flat[order], return_index=True)[1]]
     ranges, intensity = np.zeros(R * W), np.zeros(R * W)
     valid = np.zeros(R * W, dtype=bool)
     ranges[flat[first]], intensity[flat[first]], valid[flat[first]] = dist[first], inten[first], True
