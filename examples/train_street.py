@@ -22,6 +22,7 @@ time, render the camera and the lidar, backward, optimizer step.
     python3 examples/train_street.py --fused --camera-model ftheta --rolling-shutter   # a real FTheta camera,
                                           # rolling-shutter camera and lidar (the ego moves during a readout)
     torchrun --nproc_per_node=2 examples/train_street.py --ddp   # data parallel (gloo on CPU, NCCL on GPU)
+    python3 examples/train_street.py --emulate-ranks 2           # the same two ranks' steps in one process
 
 ``--strategy default|mcmc`` densifies as real trainers do, with gsplat's own
 ``DefaultStrategy`` or ``MCMCStrategy`` reading nurec_ops' SPEC 8 meta
@@ -149,24 +150,30 @@ def train_step(P, D, opt, S, cfg):
     counter) is on the device, so that there is no host sync and a replay of
     the captured step trains on the next frame."""
     with nvtx_range("train_street.step"):
-        i = S.schedule.index_select(0, S.step)
-        render, rng, _, _ = render_frame(P, D, i, cfg.cam_kw, cfg.lidar_kw)
-        cam_loss = (render - D.images.index_select(0, i)).abs().mean()
-        if D.lidar:
-            lidar_loss = (rng - D.ranges.index_select(0, i)).abs().mean()
-            loss = cam_loss + LIDAR_WEIGHT * lidar_loss
-        else:
-            lidar_loss = torch.zeros_like(cam_loss)
-            loss = cam_loss
         opt.zero_grad(set_to_none=True)
-        with nvtx_range("train_street.backward"):
-            loss.backward()
+        rows = []
+        for schedule in S.schedules:  # one per rank this process plays (several with --emulate-ranks)
+            i = schedule.index_select(0, S.step)
+            render, rng, _, _ = render_frame(P, D, i, cfg.cam_kw, cfg.lidar_kw)
+            cam_loss = (render - D.images.index_select(0, i)).abs().mean()
+            if D.lidar:
+                lidar_loss = (rng - D.ranges.index_select(0, i)).abs().mean()
+                loss = cam_loss + LIDAR_WEIGHT * lidar_loss
+            else:
+                lidar_loss = torch.zeros_like(cam_loss)
+                loss = cam_loss
+            with nvtx_range("train_street.backward"):
+                loss.backward()  # several ranks' gradients add up in .grad, as the all-reduce's sum does
+            rows.append(torch.stack([loss, cam_loss, lidar_loss]).detach())
+        if len(S.schedules) > 1:
+            mean_grads([P[name] for name in PARAMS], len(S.schedules))
         if cfg.world > 1:
             with nvtx_range("train_street.all_reduce"):
                 all_reduce_grads([P[name] for name in PARAMS], cfg.world)
         with nvtx_range("train_street.optimizer"):
             opt.step()
-        S.losses.index_copy_(0, S.step, torch.stack([loss, cam_loss, lidar_loss]).detach()[None])
+        row = rows[0] if len(rows) == 1 else torch.stack(rows).mean(0)
+        S.losses.index_copy_(0, S.step, row[None])
         S.step.add_(1)
 
 
@@ -176,7 +183,7 @@ def train_step_densify(P, D, opt, S, cfg, dens, k):
     strategy before and after the backward; the Gaussians' optimizers are
     the strategy's (it resizes their state), ``opt`` holds the key poses."""
     with nvtx_range("train_street.step"):
-        i = S.schedule.index_select(0, S.step)
+        i = S.schedules[0].index_select(0, S.step)
         cam_kw = dict(cfg.cam_kw, return_meta=True, means2d_grad=True, absgrad=dens.absgrad)
         render, rng, _, meta = render_frame(P, D, i, cam_kw, cfg.lidar_kw)
         info = dens.info(meta)
@@ -212,6 +219,16 @@ def all_reduce_grads(params, world):
         at += n
 
 
+def mean_grads(params, ranks):
+    """--emulate-ranks: the summed gradients of ``ranks`` frames divided
+    as all_reduce_grads divides the ranks' sum (a missing one is zero there
+    too), so that one process reproduces --ddp's step."""
+    for p in params:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+        p.grad.div_(ranks)
+
+
 def gather_info(info, world):
     """The ranks' densification inputs (SPEC 8's means2d gradient, its
     absgrad, radii) gathered into one info with every rank's cameras, the
@@ -231,6 +248,17 @@ def gather_info(info, world):
         leaf.absgrad = gather(m.absgrad)
     out.update(means2d=leaf, radii=gather(info["radii"]), n_cameras=world * m.shape[0])
     return out
+
+
+def rank_schedule(rank, world, F, steps, seed):
+    """Rank ``rank`` of ``world``'s frames, one per step: its share of the F
+    frames (every world-th), in a fresh random order per pass."""
+    mine = list(range(rank, F, world))
+    g = torch.Generator().manual_seed(seed + 1000 + rank)
+    order = []
+    while len(order) < steps:
+        order += [mine[k] for k in torch.randperm(len(mine), generator=g).tolist()]
+    return order[:steps]
 
 
 def to_sh(colors, degree):
@@ -491,6 +519,10 @@ def parse_args(argv=None):
     p.add_argument("--diagnose", action="store_true",
                    help="run the last 5 steps under nurec_ops.diagnose (report, trace, GPU busy fraction)")
     p.add_argument("--ddp", action="store_true", help="data parallel under torchrun (gloo on CPU, NCCL on CUDA)")
+    p.add_argument("--emulate-ranks", type=int, default=None, metavar="N",
+                   help="one process plays N data-parallel ranks in turn: each step renders the N ranks' frames and "
+                        "steps on their gradients' mean, as --ddp on N ranks does (the reference --ddp is tested "
+                        "against)")
     p.add_argument("--camera-model", default="pinhole", choices=["pinhole", "opencv", "fisheye", "ftheta"],
                    help="the camera: a real calibration of this model (SPEC 6) instead of the pinhole")
     p.add_argument("--camera-calibration", default=None, metavar="PATH",
@@ -564,6 +596,9 @@ def main(argv=None):
         if args.graph:
             raise SystemExit("train_street: --strategy changes the number of Gaussians, which a captured CUDA "
                              "graph cannot follow: drop --graph")
+    if args.emulate_ranks is not None and (args.emulate_ranks < 1 or args.ddp or args.strategy != "none"):
+        raise SystemExit("train_street: --emulate-ranks N needs N >= 1, no --ddp and no --strategy "
+                         "(the strategy would need the ranks' gathered meta)")
     if size == "large" and args.fused is None:
         raise SystemExit("train_street: the dense reference rasterizers cannot render the large scene; "
                          "use --fused raster (the baseline: reference collection + fused rasterizers) or --fused")
@@ -588,12 +623,10 @@ def main(argv=None):
             dist.broadcast(P[name].data, 0)
     F = D.times.shape[0]
     N = D.means.shape[0]
-    mine = list(range(rank, F, world))  # this rank's frames
-    g = torch.Generator().manual_seed(args.seed + 1000 + rank)
-    order = []
-    while len(order) < steps:
-        order += [mine[k] for k in torch.randperm(len(mine), generator=g).tolist()]
-    S = NS(schedule=torch.tensor(order[:steps] + [0], device=device), step=torch.zeros(1, dtype=torch.int64, device=device),
+    played = range(args.emulate_ranks) if args.emulate_ranks else [rank]  # the data-parallel ranks this process plays
+    ranks = args.emulate_ranks or world
+    S = NS(schedules=[torch.tensor(rank_schedule(r, ranks, F, steps, args.seed) + [0], device=device) for r in played],
+           step=torch.zeros(1, dtype=torch.int64, device=device),
            losses=torch.zeros(steps + 1, 3, device=device, dtype=dtype))
     dens = None
     if args.strategy != "none":
@@ -614,7 +647,8 @@ def main(argv=None):
         + f"; {steps} steps on {device} ({args.dtype}) with {what}" + (" in a CUDA graph" if args.graph else "")
         + (f", densified by gsplat's {args.strategy} strategy" if dens else "")
         + (f", SH degree up to {args.sh_degree}" if args.sh_degree else "")
-        + (f", {world} ranks" if world > 1 else ""))
+        + (f", {world} ranks" if world > 1 else "")
+        + (f", {args.emulate_ranks} ranks played in turn" if args.emulate_ranks else ""))
 
     this = sys.modules[__name__]
     names = None if args.fused == "all" else ["rasterize_camera"] + (["rasterize_lidar"] if D.lidar else [])

@@ -9,6 +9,7 @@
 - ``torchrun --nproc_per_node=2 ... --ddp`` on the CPU (gloo) finishes and
   both ranks end with identical parameters.
 """
+import json
 import math
 import os
 import struct
@@ -106,6 +107,29 @@ def test_ddp_two_processes_gloo(tmp_path):
     for k in p0:
         assert torch.equal(p0[k], p1[k]), k
         assert not torch.equal(p0[k], start[k].detach()), f"{k} did not train"
+    # one process playing both ranks in turn (the same frames, the gradients' mean): the same loss curve
+    # and parameters, bit for bit (two ranks' all-reduce adds a + b, which is b + a; measured identical)
+    one = train_street.main(["--emulate-ranks", "2", "--device", "cpu", "--fused", "--no-eval", "--size", "tiny",
+                             "--steps", "4", "--quiet", "--out", str(tmp_path / "one")])
+    ddp = json.load(open(os.path.join(out, "metrics.json")))
+    assert ddp["world"] == 2 and one["world"] == 1
+    a, b = torch.tensor(ddp["losses"], dtype=torch.float64), torch.tensor(one["losses"], dtype=torch.float64)
+    assert a.shape == b.shape == (4, 3) and torch.isfinite(a).all()
+    assert torch.equal(a, b), (a, b)
+    assert not torch.allclose(a[0], a[-1]), "the loss did not move"
+    p = torch.load(os.path.join(str(tmp_path / "one"), "params.pt"))
+    for k in p0:
+        assert torch.equal(p[k], p0[k]), (k, (p[k] - p0[k]).abs().max())
+
+
+def test_emulated_ranks_differ_from_one_rank(tmp_path):
+    """--emulate-ranks 2 is not a no-op: its step sees two frames, so its
+    losses differ from one rank's over the same steps (the check above
+    could not tell otherwise)."""
+    args = ["--device", "cpu", "--fused", "--no-eval", "--size", "tiny", "--steps", "3", "--quiet"]
+    one = train_street.main(args + ["--out", str(tmp_path / "a")])
+    two = train_street.main(args + ["--emulate-ranks", "2", "--out", str(tmp_path / "b")])
+    assert not torch.allclose(torch.tensor(one["losses"]), torch.tensor(two["losses"]))
 
 
 @pytest.mark.parametrize("strategy", ["default", "mcmc"])
@@ -183,7 +207,7 @@ def _diagnose_fused_training_steps(device, tmp_path, steps=3, warmup=2):
                                     "--out", str(tmp_path)])
     D, P = train_street.build(args, "tiny", dev, torch.float32)
     n = warmup + steps
-    S = train_street.NS(schedule=torch.arange(n + 1, device=dev) % D.times.shape[0],
+    S = train_street.NS(schedules=[torch.arange(n + 1, device=dev) % D.times.shape[0]],
                         step=torch.zeros(1, dtype=torch.int64, device=dev), losses=torch.zeros(n + 1, 3, device=dev))
     opt = torch.optim.Adam([P[k] for k in train_street.PARAMS], lr=0.01)
     cfg = train_street.NS(cam_kw={}, lidar_kw={}, world=1)
