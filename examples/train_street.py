@@ -207,7 +207,12 @@ def train_step_densify(P, D, opt, S, cfg, dens, k):
 
 def all_reduce_grads(params, world):
     """The mean of the parameters' gradients over the ranks, in one
-    collective on one flat buffer."""
+    collective on one flat buffer. Not overlapped with the backward: every
+    Gaussian's gradient but its colours' comes out of collect's backward,
+    the backward's last op (~50 us), so a bucket started earlier (the
+    colours', once the camera's backward has written them) would overlap
+    with nothing but that op; one collective after the backward costs one
+    launch and no bucketing."""
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
     flat = torch.cat([g.reshape(-1) for g in grads])
     torch.distributed.all_reduce(flat)
