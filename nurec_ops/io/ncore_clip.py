@@ -125,7 +125,7 @@ class Clip:
     tracks: Tracks
     frames: Optional[object] = None
 
-    def initial_gaussians(self, max_points=None, seed=0, lidars=None, margin=0.0, chunk=1 << 20):
+    def initial_gaussians(self, max_points=None, seed=0, lidars=None, margin=0.0, chunk=1 << 22):
         """Lidar points of ``lidars`` (default: all) as Gaussian centres
         (InitialGaussians). A point inside a track's cuboid (its median
         dimensions grown by ``margin`` metres per side) at the point's own
@@ -134,7 +134,8 @@ class Clip:
         other point is static (-1), in world coordinates. ``max_points``
         keeps every actor point (up to the cap) and a random subset
         (``seed``) of the static ones. ``chunk`` bounds the (point, track)
-        pairs tested at once."""
+        pairs tested at once (on CUDA each chunk syncs once, to pick the
+        points near an actor: a set-up step, not a training one)."""
         from ..track_poses import interpolate_track_poses
 
         names = list(self.lidars) if lidars is None else list(lidars)
