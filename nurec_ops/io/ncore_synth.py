@@ -151,6 +151,33 @@ def _slab(o, d, lo, hi):
     return np.where((tmax >= tmin) & (tmin > 1e-9), tmin, np.inf)
 
 
+def _rays_toward(az_sorted, order, olo, ohi, lo, hi, pad=1e-7):
+    """Indices of the rays that can meet the box [lo, hi] from an origin in
+    the box [olo, ohi], by x and y alone (``az_sorted``: the rays' direction
+    azimuths sorted, ``order`` their indices): a hit point lies along its
+    ray's azimuth from the ray's origin, so within the azimuths of the box
+    minus the origins' box (a box too, the Minkowski difference): one or two
+    runs of the sorted azimuths. None where that box holds x = y = 0 (an
+    origin could lie under or inside it: every ray). ``pad`` (radians)
+    covers rounding. Lets a ray cast test only the rays facing a building or
+    car (most of a sweep's rays face none of them), with the same hits."""
+    mlo, mhi = lo[:2] - ohi[:2], hi[:2] - olo[:2]
+    if (mlo <= 0).all() and (mhi >= 0).all():
+        return None
+    mid = math.atan2((mlo[1] + mhi[1]) / 2, (mlo[0] + mhi[0]) / 2)
+    # a box that excludes the origin spans less than pi: its corners' angles around mid do not wrap
+    corners = np.arctan2([mlo[1], mlo[1], mhi[1], mhi[1]], [mlo[0], mhi[0], mlo[0], mhi[0]]) - mid
+    corners = (corners + math.pi) % (2 * math.pi) - math.pi
+    a_lo, a_hi = mid + corners.min() - pad, mid + corners.max() + pad
+    runs = [(a_lo, a_hi)]
+    if a_lo < -math.pi:
+        runs = [(a_lo + 2 * math.pi, math.pi), (-math.pi, a_hi)]
+    elif a_hi > math.pi:
+        runs = [(a_lo, math.pi), (-math.pi, a_hi - 2 * math.pi)]
+    return np.concatenate([order[np.searchsorted(az_sorted, x, "left"):np.searchsorted(az_sorted, y, "right")]
+                           for x, y in runs])
+
+
 class Street:
     """The world: ground z = 0, ``buildings`` [(lo, hi)] boxes, ``cars``
     (LinearCar / RoadCar) whose bodies are ``car_body`` boxes (their labels
@@ -179,23 +206,39 @@ class Street:
             better = s < best
             best[better], what[better] = s[better], k
 
+        def take_at(rays, s, k):  # take for the rays `rays` only (None: all)
+            if rays is None:
+                return take(s, k)
+            better = s < best[rays]
+            best[rays[better]], what[rays[better]] = s[better], k
+
         with np.errstate(divide="ignore", invalid="ignore"):
             take(np.where(d[:, 2] < 0, -o[:, 2] / d[:, 2], np.inf), 0)
         olo, ohi = o.min(0), o.max(0)
         near = lambda lo, hi: np.linalg.norm(np.maximum(0, np.maximum(lo - ohi, olo - hi))) <= self.max_range  # noqa
+        azimuth = np.arctan2(d[:, 1], d[:, 0])
+        order = np.argsort(azimuth, kind="stable")
+        az_sorted = azimuth[order]
         for lo, hi in self.buildings:
             if near(lo, hi):
-                take(_slab(o, d, lo, hi), 1)
+                rays = _rays_toward(az_sorted, order, olo, ohi, lo, hi)
+                take_at(rays, _slab(o, d, lo, hi) if rays is None else _slab(o[rays], d[rays], lo, hi), 1)
         s = self.ego.seconds(t_us)
+        times = np.unique(s)  # a sweep's columns (or an image's rows) share their times
+        reach = np.hypot(*self.car_body[:2]) / 2  # a car's body within this of its centre in x, y, whatever its yaw
         for k, car in enumerate(self.cars):
-            live = (s >= car.start_s) & (s <= car.stop_s)
-            if not live.any():
+            at = times[(times >= car.start_s) & (times <= car.stop_s)]
+            if not at.size:
                 continue
-            c, yaw = car.pose(s)
+            c, _ = car.pose(at)
+            rays = _rays_toward(az_sorted, order, olo, ohi, c.min(0) - reach, c.max(0) + reach)
+            rays = np.arange(s.shape[0]) if rays is None else rays
+            rays = rays[(s[rays] >= car.start_s) & (s[rays] <= car.stop_s)]
+            c, yaw = car.pose(s[rays])
             Rt = np.swapaxes(rz(yaw), -1, -2)
-            hit = _slab(np.einsum("nij,nj->ni", Rt, o - c), np.einsum("nij,nj->ni", Rt, d),
+            hit = _slab(np.einsum("nij,nj->ni", Rt, o[rays] - c), np.einsum("nij,nj->ni", Rt, d[rays]),
                         -self.car_body / 2, self.car_body / 2)
-            take(np.where(live, hit, np.inf), 2 + k)
+            take_at(rays, hit, 2 + k)
         far = best > self.max_range
         best[far], what[far] = np.inf, -1
         return best, what
