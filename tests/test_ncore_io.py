@@ -441,3 +441,24 @@ def test_read_ahead_equals_load_clip(clip, written, cache_bytes):
         with pytest.raises(IndexError, match="in order"):
             ra.get(0)
     assert torch.equal(lazy.frames.image("cam_opencv", 2).double() / 255, clip.cameras["cam_opencv"].images[2])
+
+
+def test_read_ahead_waits_for_start(written):
+    """read_ahead(start=False) decodes nothing until start() (train_ncore
+    builds its Gaussians meanwhile); start() again queues nothing twice."""
+    import time
+
+    from nurec_ops.io import open_clip
+
+    lazy = open_clip(written[0], dtype=torch.float64, point_sweeps=0)
+    name = sorted(lazy.cameras)[0]
+    reqs = [(("camera", name, f),) for f in range(3)]
+    with lazy.frames.read_ahead(reqs, "cpu", depth=3, workers=2, start=False) as ra:
+        time.sleep(0.2)
+        assert ra.decoded == 0
+        ra.start()
+        ra.start()
+        frames = [ra.get(k)[0] for k in range(3)]
+        assert ra.decoded == 3
+    with lazy.frames.read_ahead(reqs, "cpu", depth=3, workers=2) as ra:
+        assert all(torch.equal(ra.get(k)[0], frames[k]) for k in range(3))
