@@ -13,6 +13,7 @@
   with tolerances per dtype (stated in ``TOL``).
 - Scene generators for actor tracks and packed Gaussians.
 """
+import math
 import os
 
 import pytest
@@ -487,3 +488,51 @@ def run_benchmark(script, *args, timeout=600):
     import sys
     return subprocess.run([sys.executable, os.path.join(REPO, "benchmarks", script), *map(str, args)], env=repo_env(),
                           capture_output=True, text=True, timeout=timeout)
+
+
+# ------------------------------------------------- gradcheck away from cuts
+
+def threshold_margin(render):
+    """How far a scene is from the rasterizers' discrete decisions: the
+    smallest relative distance, over the reference's pixel (ray) and
+    Gaussian pairs, of alpha from SPEC 3's 1/255 cut and 0.99 clamp and of
+    the transmittance from its 1e-4 stop. ``render()`` runs a reference
+    rasterizer (nurec_ops.reference: both composite through
+    composite.weights, which is watched here). A finite difference across a
+    cut measures the cut's jump, not a derivative: gradcheck's inputs must
+    lie farther from every cut than its eps moves them."""
+    from nurec_ops.reference import composite
+
+    orig, margins = composite.weights, []
+
+    def watched(dx, dy, conic, o, valid):
+        with torch.no_grad():
+            A, B, Cc = (conic[:, None, None, :, k] for k in range(3))
+            sigma = 0.5 * (A * dx * dx + Cc * dy * dy) + B * dx * dy
+            alpha = o[:, None, None, :] * torch.exp(-sigma)
+            live = valid[:, None, None, :].expand_as(alpha) & (sigma >= 0)
+            keep = live & (alpha >= composite.ALPHA_MIN)
+            a_eff = torch.where(keep, alpha.clamp(max=composite.ALPHA_MAX), torch.zeros_like(alpha))
+            T_incl = torch.cumprod(1 - a_eff, dim=-1)
+            for x in ((alpha[live] / composite.ALPHA_MIN - 1).abs(), (alpha[live] / composite.ALPHA_MAX - 1).abs(),
+                      (T_incl[keep] / composite.T_MIN - 1).abs()):
+                if x.numel():
+                    margins.append(x.min().item())
+        return orig(dx, dy, conic, o, valid)
+
+    composite.weights = watched
+    try:
+        render()
+    finally:
+        composite.weights = orig
+    return min(margins, default=math.inf)
+
+
+def away_from_cuts(draw, render, margin=1e-3, tries=50):
+    """``draw()`` until its scene's threshold_margin (``render(scene)``)
+    exceeds ``margin``; the scene."""
+    for _ in range(tries):
+        s = draw()
+        if threshold_margin(lambda: render(s)) > margin:
+            return s
+    raise AssertionError(f"no scene within {tries} draws lies {margin} from every cut")

@@ -186,6 +186,7 @@ def test_ftheta_backward_reference_inverts():
 # ------------------------------------------- the reference rasterizer's models
 
 import test_rasterize_camera as tc  # noqa: E402
+from conftest import away_from_cuts  # noqa: E402
 from nurec_ops import reference as ref  # noqa: E402
 
 
@@ -227,9 +228,10 @@ def test_reference_ftheta_linear_is_equidistant_fisheye():
 @pytest.mark.parametrize("model", ["opencv", "fisheye", "ftheta"])
 def test_reference_models_gradcheck(model):
     """Gradients of the reference render through each model, the model's
-    Jacobian included (float64; a few Gaussians, small image)."""
-    s = tc.to(tc.random_scene(N=6, C=1, W=10, H=8), "cpu", torch.float64)
-    K = s["Ks"]
+    Jacobian included (float64; a few Gaussians, small image, drawn away
+    from the 1/255 and 1e-4 cuts)."""
+    draw = lambda: tc.to(tc.random_scene(N=6, C=1, W=10, H=8), "cpu", torch.float64)  # noqa: E731
+    K = draw()["Ks"]  # the same cameras every draw
     kw = {"opencv": dict(radial=torch.tensor([[0.05, -0.02, 0.0, 0.0, 0.0, 0.0]], dtype=torch.float64),
                          tangential=torch.tensor([[1e-3, -1e-3]], dtype=torch.float64),
                          thin_prism=torch.zeros(1, 4, dtype=torch.float64)),
@@ -239,6 +241,7 @@ def test_reference_models_gradcheck(model):
                          angle_to_pixel=torch.tensor([[0.0, float(K[0, 0, 0]), -1.0, 0.5, 0.0, 0.0]], dtype=torch.float64),
                          linear_cde=torch.tensor([[1.0, 1e-3, 2e-3]], dtype=torch.float64),
                          max_angle=torch.tensor([1.3], dtype=torch.float64))}[model]
+    s = away_from_cuts(draw, lambda s: _run_model(s, model, **kw))
     keys = ("means", "scales")
 
     def f(*xs):

@@ -18,7 +18,8 @@ from nurec_ops.lidar_model import load_lidar_model, reduce_lidar_model, syntheti
 from nurec_ops._lidar_table import sensor_op_args
 from nurec_ops.rasterize_lidar import default_eps2d
 
-from conftest import DEVICES, DTYPES, assert_close, assert_close_flips, changed, gpu, poison_allocator, quat_mul, random_quats
+from conftest import (DEVICES, DTYPES, assert_close, assert_close_flips, away_from_cuts, changed, gpu, poison_allocator,
+                      quat_mul, random_quats)
 import shared_data
 
 OPS = torch.ops.nurec_ops
@@ -321,12 +322,16 @@ def test_geometric_sphere(device):
 def test_gradcheck_cpu():
     el, az, off = sensor(21, 90)  # 7 rows x 40 columns
     N = 5
-    means = shell_points(N, 2.0, 4.0, -0.3, 0.1)
-    s = dict(means=means, quats=random_quats(N), scales=torch.full((N, 3), 0.4, dtype=torch.float64) *
-             torch.exp(torch.randn(N, 3, dtype=torch.float64) * 0.2),
-             opacities=torch.rand(N, dtype=torch.float64) * 0.4 + 0.3, features=torch.rand(N, 2, dtype=torch.float64),
-             viewmats=sweeps(2), row_elevations=el, column_azimuths=az, row_azimuth_offsets=off)
-    s = to(s, "cpu", torch.float64)
+
+    def draw():
+        means = shell_points(N, 2.0, 4.0, -0.3, 0.1)
+        s = dict(means=means, quats=random_quats(N), scales=torch.full((N, 3), 0.4, dtype=torch.float64) *
+                 torch.exp(torch.randn(N, 3, dtype=torch.float64) * 0.2),
+                 opacities=torch.rand(N, dtype=torch.float64) * 0.4 + 0.3,
+                 features=torch.rand(N, 2, dtype=torch.float64),
+                 viewmats=sweeps(2), row_elevations=el, column_azimuths=az, row_azimuth_offsets=off)
+        return to(s, "cpu", torch.float64)
+    s = away_from_cuts(draw, lambda s: run(ref.rasterize_lidar, s))
     keys = list(GRAD_KEYS)
 
     def f(*xs):

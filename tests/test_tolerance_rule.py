@@ -61,3 +61,19 @@ def test_the_gradient_floor_takes_order_noise_only():
     a[:2] += 5e-4 * e.abs().max()
     with pytest.raises(AssertionError, match="elements off"):
         assert_close_to_reference(a, e, r, "x", flips=0.03, flip_bound=0.02, floor=1e-4)
+
+
+@pytest.mark.parametrize("opacity,lo,hi", [((1 / 255) * (1 + 1e-6), 0.0, 1e-5), (0.5, 0.49, 0.5)])
+def test_threshold_margin_sees_the_cut(opacity, lo, hi):
+    """conftest.threshold_margin on one Gaussian centred on a one-pixel
+    camera (alpha = its opacity): 1e-6 above the 1/255 cut reads ~1e-6;
+    opacity 0.5 reads its distance from the 0.99 clamp, 0.495."""
+    from conftest import threshold_margin
+    from nurec_ops import reference as ref
+
+    d = dict(dtype=torch.float64)
+    K = torch.tensor([[[10.0, 0, 0.5], [0, 10.0, 0.5], [0, 0, 1]]], **d)
+    m = threshold_margin(lambda: ref.rasterize_camera(
+        torch.tensor([[0.0, 0.0, 3.0]], **d), torch.tensor([[1.0, 0, 0, 0]], **d), torch.full((1, 3), 0.1, **d),
+        torch.tensor([opacity], **d), torch.ones(1, 3, **d), torch.eye(4, **d)[None], K, 1, 1))
+    assert lo <= m <= hi, m
