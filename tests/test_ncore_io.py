@@ -289,6 +289,30 @@ def test_tracks(clip):
     torch.testing.assert_close(tr.dims, torch.from_numpy(np.stack([CUBOID, CUBOID])), rtol=0, atol=1e-6)
 
 
+def test_cuboids_read_as_ncore_decodes_them(written, monkeypatch):
+    """The cuboid observations read from the store's dicts equal NCore's
+    own decoding field by field; a reader of another layout falls back to
+    NCore's API and gives the same tracks."""
+    loader = nio._open(written[0])
+    fast = nio._cuboid_observations(loader)
+    api = list(loader.get_cuboid_track_observations())
+    assert len(fast) == len(api) == 12 and all(isinstance(o, nio._Obs) for o in fast)
+    for a, b in zip(api, fast):
+        assert tuple(getattr(a, f) for f in nio._OBS_FIELDS) == b[:5]
+        assert (tuple(a.bbox3.centroid), tuple(a.bbox3.dim), tuple(a.bbox3.rot)) == tuple(b.bbox3)
+    tracks = nio._load_tracks(loader, "world", "cpu", torch.float64)
+    monkeypatch.setattr(loader, "_cuboids_reader", None, raising=False)  # no such reader: NCore's API (empty)
+    assert nio._cuboid_observations(loader) == []
+    monkeypatch.undo()
+    loader = nio._open(written[0])
+    monkeypatch.setattr(nio, "_as_obs", lambda d: (_ for _ in ()).throw(KeyError("bbox3")))  # another layout
+    slow = nio._cuboid_observations(loader)
+    assert not isinstance(slow[0], nio._Obs) and len(slow) == 12
+    again = nio._load_tracks(loader, "world", "cpu", torch.float64)
+    for k in ("key_poses", "key_times", "track_ranges", "dims"):
+        assert torch.equal(getattr(tracks, k), getattr(again, k)), k
+
+
 def test_initial_gaussians(clip, written):
     init = clip.initial_gaussians()
     truth = written[1]["sweeps"]
