@@ -271,16 +271,23 @@ def _read_sweeps(loader, world, lid, src, sweeps, device, dtype, grids):
     ``intensity`` of those sweeps."""
     import numpy as np
 
+    import concurrent.futures as cf
+
     sensor, sel, model = src
-    points, times, idx, cells = [], [], [], []
-    for s in sweeps:
+
+    def one(s):
         i = int(sel[s])
         d, t, r, ok = _sweep_rays(sensor, i)
-        points.append(_sweep_points(loader.pose_graph, lid.name, world, d, t, r))
-        times.append(torch.from_numpy(t.astype(np.int64)))
-        idx.append(torch.full((t.shape[0],), int(s), dtype=torch.int64))
-        if grids and model is not None:
-            cells.append(_sweep_grid(sensor, i, d, r, ok, model))
+        return (_sweep_points(loader.pose_graph, lid.name, world, d, t, r), torch.from_numpy(t.astype(np.int64)),
+                torch.full((t.shape[0],), int(s), dtype=torch.int64),
+                _sweep_grid(sensor, i, d, r, ok, model) if grids and model is not None else None)
+
+    sweeps = list(sweeps)
+    # a thread per sweep (up to 8): the decoding and numpy work release the interpreter for most of their time
+    with cf.ThreadPoolExecutor(max(1, min(8, len(sweeps), os.cpu_count() or 1))) as pool:
+        read = list(pool.map(one, sweeps))
+    points, times, idx = ([x[k] for x in read] for k in range(3))
+    cells = [x[3] for x in read if x[3] is not None]
     cat = lambda xs, shape, dt: torch.cat(xs) if xs else torch.zeros(shape, dtype=dt)  # noqa: E731
     lid.points = _to(cat(points, (0, 3), torch.float64), device, dtype)
     lid.point_times_us = cat(times, (0,), torch.int64).to(device)
