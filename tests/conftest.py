@@ -507,9 +507,7 @@ def threshold_margin(render):
 
     def watched(dx, dy, conic, o, valid):
         with torch.no_grad():
-            A, B, Cc = (conic[:, None, None, :, k] for k in range(3))
-            sigma = 0.5 * (A * dx * dx + Cc * dy * dy) + B * dx * dy
-            alpha = o[:, None, None, :] * torch.exp(-sigma)
+            sigma, alpha = composite.falloff(dx, dy, conic, o)
             live = valid[:, None, None, :].expand_as(alpha) & (sigma >= 0)
             keep = live & (alpha >= composite.ALPHA_MIN)
             a_eff = torch.where(keep, alpha.clamp(max=composite.ALPHA_MAX), torch.zeros_like(alpha))

@@ -26,6 +26,15 @@ def sort_front_to_back(key, valid, opacities, *per_camera):
     return (o, gather(valid)) + tuple(gather(x) for x in per_camera)
 
 
+def falloff(dx, dy, conic, o):
+    """sigma = (a dx^2 + c dy^2) / 2 + b dx dy and the unclamped alpha
+    o exp(-sigma), [C,A,B,N], for offsets (dx, dy) from the (sorted)
+    Gaussians' means, conics [C,N,3] and opacities [C,N]."""
+    A, B, Cc = (conic[:, None, None, :, k] for k in range(3))
+    sigma = 0.5 * (A * dx * dx + Cc * dy * dy) + B * dx * dy
+    return sigma, o[:, None, None, :] * torch.exp(-sigma)
+
+
 def weights(dx, dy, conic, o, valid):
     """Blend weights w [C,A,B,N] and final transmittance T [C,A,B,1] for
     offsets (dx, dy) (broadcasting to [C,A,B,N]) of pixels / rays from the (sorted) Gaussians'
@@ -33,9 +42,8 @@ def weights(dx, dy, conic, o, valid):
     opacities [C,N]: sigma = (a dx^2 + c dy^2) / 2 + b dx dy,
     alpha = min(0.99, o exp(-sigma)), skipped when sigma < 0 or alpha < 1/255,
     stopping before the Gaussian that would take T below 1e-4."""
-    A, B, Cc = (conic[:, None, None, :, k] for k in range(3))
-    sigma = 0.5 * (A * dx * dx + Cc * dy * dy) + B * dx * dy
-    alpha = torch.clamp(o[:, None, None, :] * torch.exp(-sigma), max=ALPHA_MAX)
+    sigma, alpha = falloff(dx, dy, conic, o)
+    alpha = torch.clamp(alpha, max=ALPHA_MAX)
     keep = valid[:, None, None, :] & (sigma >= 0) & (alpha >= ALPHA_MIN)
     with torch.no_grad():
         a_eff = torch.where(keep, alpha, torch.zeros_like(alpha))
