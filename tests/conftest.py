@@ -507,11 +507,9 @@ def threshold_margin(render):
 
     def watched(dx, dy, conic, o, valid):
         with torch.no_grad():
-            sigma, alpha = composite.falloff(dx, dy, conic, o)
+            sigma, alpha = composite.falloff(dx, dy, conic, o)  # alpha before the clamp
             live = valid[:, None, None, :].expand_as(alpha) & (sigma >= 0)
-            keep = live & (alpha >= composite.ALPHA_MIN)
-            a_eff = torch.where(keep, alpha.clamp(max=composite.ALPHA_MAX), torch.zeros_like(alpha))
-            T_incl = torch.cumprod(1 - a_eff, dim=-1)
+            _, keep, T_incl = composite.cuts(sigma, alpha, valid)
             for x in ((alpha[live] / composite.ALPHA_MIN - 1).abs(), (alpha[live] / composite.ALPHA_MAX - 1).abs(),
                       (T_incl[keep] / composite.T_MIN - 1).abs()):
                 if x.numel():

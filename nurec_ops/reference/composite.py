@@ -35,6 +35,18 @@ def falloff(dx, dy, conic, o):
     return sigma, o[:, None, None, :] * torch.exp(-sigma)
 
 
+def cuts(sigma, alpha, valid):
+    """SPEC 3's discrete decisions on the pairs of falloff(): alpha clamped
+    at 0.99, which pairs are kept (valid, sigma >= 0, alpha >= 1/255) and
+    the transmittance T_incl after each kept pair (no gradient: only
+    decisions are taken from it)."""
+    alpha = torch.clamp(alpha, max=ALPHA_MAX)
+    keep = valid[:, None, None, :] & (sigma >= 0) & (alpha >= ALPHA_MIN)
+    with torch.no_grad():
+        T_incl = torch.cumprod(1 - torch.where(keep, alpha, torch.zeros_like(alpha)), dim=-1)
+    return alpha, keep, T_incl
+
+
 def weights(dx, dy, conic, o, valid):
     """Blend weights w [C,A,B,N] and final transmittance T [C,A,B,1] for
     offsets (dx, dy) (broadcasting to [C,A,B,N]) of pixels / rays from the (sorted) Gaussians'
@@ -42,13 +54,8 @@ def weights(dx, dy, conic, o, valid):
     opacities [C,N]: sigma = (a dx^2 + c dy^2) / 2 + b dx dy,
     alpha = min(0.99, o exp(-sigma)), skipped when sigma < 0 or alpha < 1/255,
     stopping before the Gaussian that would take T below 1e-4."""
-    sigma, alpha = falloff(dx, dy, conic, o)
-    alpha = torch.clamp(alpha, max=ALPHA_MAX)
-    keep = valid[:, None, None, :] & (sigma >= 0) & (alpha >= ALPHA_MIN)
-    with torch.no_grad():
-        a_eff = torch.where(keep, alpha, torch.zeros_like(alpha))
-        T_incl = torch.cumprod(1 - a_eff, dim=-1)
-        used = keep & (T_incl >= T_MIN)  # T only decreases: once below, all later are out
+    alpha, keep, T_incl = cuts(*falloff(dx, dy, conic, o), valid)
+    used = keep & (T_incl >= T_MIN)  # T only decreases: once below, all later are out
     a_used = torch.where(used, alpha, torch.zeros_like(alpha))
     T_all = torch.cumprod(1 - a_used, dim=-1)
     T_excl = torch.cat((torch.ones_like(T_all[..., :1]), T_all[..., :-1]), -1)
