@@ -116,11 +116,16 @@ def schedule(clip, args, device):
     return D
 
 
+def device_sync(device):
+    """A function that waits for ``device``'s work (nothing to wait for on the CPU)."""
+    return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+
+
 def build(clip, args, D, device, dtype, parts=None):
     """The trainable Gaussians P at the lidar points (D gets their track
     ids and the lidar feature). ``parts`` (a dict) gets the seconds of its
     steps: reading the points, classifying them, the neighbour scales."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync = device_sync(device)
     t = time.perf_counter()
 
     def lap(name):
@@ -308,7 +313,7 @@ def main(argv=None, t_start=None):
     torch.manual_seed(args.seed)
     log = (lambda *a: None) if args.quiet else (lambda *a: print(*a, flush=True))  # noqa: E731
     cuda = device.type == "cuda"
-    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    sync = device_sync(device)
     tt = {"imports": t_main - t_start if t_start is not None else 0.0}  # the time to the first step, by part
     t = time.perf_counter()
     if cuda:
