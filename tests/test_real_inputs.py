@@ -22,6 +22,7 @@ import torch
 
 import nurec_ops
 from nurec_ops import reference as ref
+from nurec_ops._lidar_table import canonical_columns
 
 import shared_data
 import test_rasterize_camera as tc
@@ -199,6 +200,49 @@ def test_lidar_real_table_parity(device, dtype, table):
         jump = (az.diff().abs() > math.pi).nonzero()
         assert jump.numel() == 1 and 0 < int(jump) < 255
     tl.check_parity(scene, device, dtype)
+
+
+def _widest_step_at(az, k):
+    """Table az (one turn, ascending) with the step before column k widened
+    by 1% at the expense of the others: the canonical table starts there."""
+    W = az.shape[0]
+    step = (az[-1] - az[0]) / (W - 1)
+    a = az[0] + step * 0.99 * torch.arange(W, dtype=az.dtype)
+    a[k:] += step * 0.01 * (W - 1)
+    return _wrap(a)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lidar_float32_keeps_the_tables_precision(device):
+    """float32 rays as precise as the user's table wherever the canonical
+    table starts: the widest step mid-circle puts the start at 0.56 rad, and
+    lifting the columns after the wrap by 2 pi (in float32: values up to
+    6.8, twice the ulp past 4) moved rays by up to 5e-7 rad, 1e-4 of a far,
+    narrow Gaussian's alpha, 4x the float32 reference's error on the same
+    rays (each ray's own float32 rounding). Fails with the lifted values
+    stored."""
+    el, az, off = tl.sensor()
+    az = _widest_step_at(torch.linspace(0.56, 0.56 + 2 * math.pi, 361, dtype=torch.float64)[:-1], 0)
+    assert int(canonical_columns(az)[1][0]) == 0  # the canonical table starts at 0.56
+    g = torch.Generator().manual_seed(5)
+    N = 240
+    yaw = torch.rand(N, generator=g, dtype=torch.float64) * 2 * math.pi - math.pi
+    pitch = el.min() + (el.max() - el.min()) * torch.rand(N, generator=g, dtype=torch.float64)
+    r = 60 + 90 * torch.rand(N, generator=g, dtype=torch.float64)
+    means = torch.stack((r * torch.cos(pitch) * torch.cos(yaw), r * torch.cos(pitch) * torch.sin(yaw),
+                         r * torch.sin(pitch)), -1)
+    scene = dict(means=means, quats=random_quats(N), scales=torch.full((N, 3), 0.05, dtype=torch.float64),
+                 opacities=torch.full((N,), 0.6, dtype=torch.float64),
+                 features=torch.rand(N, 1, generator=g, dtype=torch.float64),
+                 viewmats=torch.eye(4, dtype=torch.float64)[None], row_elevations=el, column_azimuths=az,
+                 row_azimuth_offsets=off)
+    ours = tl.run(nurec_ops.rasterize_lidar, tl.to(scene, device, torch.float32, grad=False))[2].double().cpu()
+    r32 = tl.run(ref.rasterize_lidar, tl.to(scene, "cpu", torch.float32, grad=False))[2].double()
+    r64 = tl.run(ref.rasterize_lidar, tl.to(scene, "cpu", torch.float64, grad=False))[2]
+    hit = r64 > 0.05
+    assert int(hit.sum()) > 100
+    rel = lambda a: ((a - r64).abs() / r64)[hit].max().item()  # noqa: E731
+    assert rel(ours) < 1.5 * rel(r32) + 1e-6, (rel(ours), rel(r32))  # stored lifted: 1.7e-4 vs 4.1e-5
 
 
 @pytest.mark.sanitize

@@ -69,7 +69,8 @@ typedef struct nurec_rasterize_lidar_params {
     double eps2d;
     /* the lidar's inputs, dense */
     const void* row_elevations;      /* [R] monotone or not (rows are scanned) */
-    const void* column_azimuths;     /* [W] canonical: ascending, spanning < 2 pi (may exceed pi) */
+    const void* column_azimuths;     /* [W] canonical order, wrapped to [-pi, pi): ascending spanning < 2 pi
+                                        once lifted (rl_canon_az) */
     const int32_t* column_order;     /* [W] the user's column of each canonical column */
     const void* column_times;        /* [W] canonical: each column's relative firing time (with viewmats_end) */
     const void* row_azimuth_offsets; /* [R] */

@@ -45,38 +45,49 @@ NUREC_HD int NR(rl_mean_azimuth)(const NR(rl_sensor)* S, const real_t m[3], real
     return r > near_plane && r < far_plane && rho2 > 0 && R_FABS(el) <= (real_t)NUREC_RL_MAX_ELEVATION;
 }
 
+/* Canonical column j's azimuth, in double: the table keeps each column's
+ * azimuth wrapped to [-pi, pi) (the user's precision; the walks' rays use
+ * it as it is), and the columns below column 0's lie 2 pi further round
+ * (nurec_ops/_lidar_table.py): ascending over the table. */
+NUREC_HD double NR(rl_canon_az)(const real_t* col_az, int j) {
+    const real_t a = col_az[j];
+    return (double)a + (a < col_az[0] ? NUREC_RL_TWO_PI : 0.0);
+}
+
 /* The canonical column nearest to azimuth a (round the circle): the
  * smallest |wrap(a - column_azimuths[j])|, the lower column on a tie. */
 NUREC_HD int NR(rl_nearest_column)(const real_t* col_az, int W, real_t a) {
     int lo = 0, hi = W - 1;
-    const real_t a0 = col_az[0];
-    real_t x = a - a0;
-    x = x - (real_t)NUREC_RL_TWO_PI * R_FLOOR(x / (real_t)NUREC_RL_TWO_PI) + a0; /* in [a0, a0 + 2 pi) */
+    const double a0 = (double)col_az[0];
+    double x = (double)a - a0;
+    x = x - NUREC_RL_TWO_PI * floor(x / NUREC_RL_TWO_PI) + a0; /* in [a0, a0 + 2 pi) */
     /* the last column at or below x (column 0 is, unless x is NaN): from the
      * guess of an evenly spaced table (real tables are nearly even: one or
      * two reads, where a binary search's 12 dependent ones were most of the
      * rolling fixed point's cost), walked up or down at most 4 columns, then
      * a binary search in what is left, so any ascending table is exact */
-    const real_t span = col_az[W - 1] - a0;
-    real_t f = span > 0 ? (x - a0) / span * (real_t)(W - 1) : (real_t)0;
-    f = f >= 0 ? (f < (real_t)(W - 1) ? f : (real_t)(W - 1)) : (real_t)0; /* NaN: 0 */
+#define RL_AZ(j) NR(rl_canon_az)(col_az, (j))
+    const double span = RL_AZ(W - 1) - a0;
+    double f = span > 0 ? (x - a0) / span * (double)(W - 1) : 0.0;
+    f = f >= 0 ? (f < (double)(W - 1) ? f : (double)(W - 1)) : 0.0; /* NaN: 0 */
     int j = (int)f;
-    if (col_az[j] <= x) {
+    if (RL_AZ(j) <= x) {
         int k = 0;
-        while (k < 4 && j + 1 < W && col_az[j + 1] <= x) { ++j; ++k; }
+        while (k < 4 && j + 1 < W && RL_AZ(j + 1) <= x) { ++j; ++k; }
         lo = j; hi = k == 4 ? W - 1 : j;
     } else {
         int k = 0;
-        while (k < 4 && j > 0 && col_az[j] > x) { --j; ++k; }
-        lo = col_az[j] <= x ? j : 0; hi = col_az[j] <= x ? j : j - 1;
+        while (k < 4 && j > 0 && RL_AZ(j) > x) { --j; ++k; }
+        lo = RL_AZ(j) <= x ? j : 0; hi = RL_AZ(j) <= x ? j : j - 1;
     }
-    while (lo < hi) { /* col_az[lo] <= x (or lo = 0) */
+    while (lo < hi) { /* RL_AZ(lo) <= x (or lo = 0) */
         const int mid = (lo + hi + 1) / 2;
-        if (col_az[mid] <= x) lo = mid; else hi = mid - 1;
+        if (RL_AZ(mid) <= x) lo = mid; else hi = mid - 1;
     }
     const int next = lo + 1 < W ? lo + 1 : 0;
-    const real_t d0 = R_FABS(NR(rl_wrap)(x - col_az[lo])), d1 = R_FABS(NR(rl_wrap)(x - col_az[next]));
+    const real_t d0 = R_FABS(NR(rl_wrap)(a - col_az[lo])), d1 = R_FABS(NR(rl_wrap)(a - col_az[next]));
     return d1 < d0 || (d1 == d0 && next < lo) ? next : lo;
+#undef RL_AZ
 }
 
 /* A Gaussian's own time tau* (SPEC 7) for a spinning lidar: from the start
@@ -188,7 +199,7 @@ NUREC_HD int NR(rl_col_search)(const real_t* az, int W, double dir, double v, in
     double a0 = (double)az[0];
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
-        double sv = dir * ((double)az[mid] - a0);
+        double sv = dir * (NR(rl_canon_az)(az, mid) - a0);
         if (strict ? sv > v : sv >= v) hi = mid;
         else lo = mid + 1;
     }
@@ -210,7 +221,7 @@ NUREC_HD int NR(rl_col_search)(const real_t* az, int W, double dir, double v, in
 NUREC_HD void NR(rl_tile_span)(const real_t* col_az, int W, int tx, double span[2]) {
     const int j0 = tx * NUREC_RL_TILE_COLS;
     const int j1 = j0 + NUREC_RL_TILE_COLS <= W ? j0 + NUREC_RL_TILE_COLS - 1 : W - 1;
-    const double a0 = (double)col_az[j0], a1 = (double)col_az[j1];
+    const double a0 = NR(rl_canon_az)(col_az, j0), a1 = NR(rl_canon_az)(col_az, j1);
     span[0] = 0.5 * (a0 + a1);
     span[1] = 0.5 * fabs(a0 - a1);
 }
@@ -258,7 +269,7 @@ NUREC_HD void NR(rl_box_cut)(const real_t* rec, const real_t* row_el, const real
  * (any order) against the elevation extent, which also gives the azimuth
  * offsets of the rows reached. Columns: azimuths c_j with
  * c_j + offset - mean in [-e, e] modulo 2 pi, by binary search over the
- * unwrapped, monotone column azimuths; a range that wraps past the last
+ * canonical column azimuths (lifted: rl_canon_az); a range that wraps past the last
  * column continues at column 0 (the seam). Computed in double. Writes box,
  * returns its tile count (0: no ray reached). */
 NUREC_HD int64_t NR(rl_box)(const real_t* rec, const real_t* row_el, const real_t* col_az,
@@ -289,7 +300,7 @@ NUREC_HD int64_t NR(rl_box)(const real_t* rec, const real_t* row_el, const real_
     double lo = mu_az - omax - e_az, hi = mu_az - omin + e_az, L = hi - lo;
     int ja = 0, jb = W - 1, wrap = 0;
     if (L < NUREC_RL_TWO_PI) { /* else (or NaN): every column */
-        double dir = (W > 1 && (double)col_az[W - 1] < (double)col_az[0]) ? -1.0 : 1.0;
+        double dir = (W > 1 && NR(rl_canon_az)(col_az, W - 1) < (double)col_az[0]) ? -1.0 : 1.0;
         double a0 = (double)col_az[0];
         double a = dir > 0 ? lo - a0 : a0 - hi;
         a -= NUREC_RL_TWO_PI * floor(a / NUREC_RL_TWO_PI); /* [0, 2 pi) */
