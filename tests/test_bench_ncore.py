@@ -17,7 +17,7 @@ def test_bench_ncore_step_smoke(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     m = json.loads(out.read_text())
     tt = m["time_to_first_step_s"]
-    parts = ("imports", "cuda_init", "metadata", "initial_gaussians", "first_frames", "first_step")
+    parts = ("imports", "cuda_init", "optimizer_import", "metadata", "initial_gaussians", "first_frames", "first_step")
     assert all(tt[k] >= 0 for k in parts) and tt["imports"] > 0 and tt["metadata"] > 0 and tt["first_step"] > 0
     assert sorted(tt) == sorted(parts + ("total",)) and tt["total"] == pytest.approx(sum(tt[k] for k in parts))
     assert m["steps"] == 6 and m["step_ms_median"] > 0 and m["clip_written_s"] > 0

@@ -390,7 +390,7 @@ def test_train_ncore_example_learns(written, tmp_path):
 
     tt = m["time_to_first_step_s"]
     assert json.load(open(tmp_path / "metrics.json"))["time_to_first_step_s"] == tt
-    parts = ("imports", "cuda_init", "metadata", "initial_gaussians", "first_frames", "first_step")
+    parts = ("imports", "cuda_init", "optimizer_import", "metadata", "initial_gaussians", "first_frames", "first_step")
     assert sorted(tt) == sorted(parts + ("total",)) and all(tt[k] >= 0 for k in parts)
     assert tt["metadata"] > 0 and tt["initial_gaussians"] > 0 and tt["first_step"] > 0 and m["eval_start_s"] > 0
     assert tt["total"] == pytest.approx(sum(tt[k] for k in parts))
