@@ -57,6 +57,7 @@ class OpCase:
     int_atol32: int = 0  # integer outputs computed from float32 values may differ by this much
     refresh: Optional[Callable] = None  # refresh(inputs, seed) -> new values, same shapes (graph replay)
     deterministic: bool = True  # forward outputs bitwise repeatable on CUDA (no atomics, no parts)
+    atomic_grads: bool = False  # a deterministic row whose CUDA backward sums by atomics (float32: in no fixed order)
     inductor: bool = False  # also torch.compile with the inductor backend (aot_eager always)
     data: tuple = ()  # shared_data files the row needs (skipped where absent)
     parts: Optional["Parts"] = None  # a rasterizer's long lists cut into parts (CUDA), None: no lists
@@ -253,8 +254,9 @@ def _collect_parameters_make(device, dtype, seed, large=False):
 
 
 COLLECT = dict(op=nurec_ops.collect, reference=ref.collect, outputs=COLLECT_OUT, grads=G_NAMES + ("key_poses",),
+               atomic_grads=True,
                autograd_op=_COLLECT, refresh=_track_refresh)
-TRACKS = dict(op=nurec_ops.interpolate_track_poses, reference=ref.interpolate_track_poses,
+TRACKS = dict(op=nurec_ops.interpolate_track_poses, reference=ref.interpolate_track_poses, atomic_grads=True,
               outputs=("poses", "inside"), grads=("key_poses",), autograd_op=_INTERPOLATE, refresh=_track_refresh)
 
 
@@ -316,7 +318,7 @@ CASES = [
     OpCase("collect-nearest-broadcast", make=_collect_make("nearest", broadcast=True), **COLLECT),
     OpCase("collect_parameters", op=nurec_ops.collect_gaussian_parameters, reference=ref.collect_gaussian_parameters,
            make=_collect_parameters_make, outputs=COLLECT_OUT, grads=G_NAMES + ("track_poses",),
-           autograd_op=_COLLECT_PARAMETERS),
+           autograd_op=_COLLECT_PARAMETERS, atomic_grads=True),
     OpCase("track_poses-slerp", make=_tracks_make("slerp"), **TRACKS),
     OpCase("track_poses-slerp-broadcast", make=_tracks_make("slerp", broadcast=True), **TRACKS),
     OpCase("track_poses-nearest-broadcast", make=_tracks_make("nearest", broadcast=True), **TRACKS),

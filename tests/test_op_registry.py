@@ -322,9 +322,14 @@ def test_opcheck(case, device, dtype, seed, cut_lists):
     """opcheck (schema, fake kernel, autograd registration, AOT dispatch) of
     every nurec_ops operator the row's forward and backward call, with the
     arguments the public API passed. Float32 only for deterministic rows
-    (opcheck compares two runs; the rasterizers' gradients sum by atomics)."""
+    (opcheck compares two runs; the rasterizers' gradients sum by atomics).
+    Rows whose CUDA backward alone sums by atomics (the pose gradients of
+    collect and the track poses) compare float32 gradients with a tolerance
+    for that order: opcheck's float32 default (1.3e-6) failed
+    collect_parameters' track-pose gradient on the H200 by 3.8e-6 of it."""
     if dtype == F32 and not case.deterministic:
         pytest.skip("float32 gradients sum in no fixed order (atomics): opcheck in float64")
+    tol = dict(rtol=2e-5, atol=1e-4) if dtype == F32 and device == "cuda" and case.atomic_grads else {}
     s = case.inputs(device, dtype, seed)
     with RecordOps() as rec:
         out = list(case.op(**s))
@@ -341,7 +346,7 @@ def test_opcheck(case, device, dtype, seed, cut_lists):
     for func, (args, kwargs) in first.items():
         if func is not forward:  # a backward (no autograd of its own): its saved inputs, detached
             args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
-        torch.library.opcheck(func, args, kwargs)
+        torch.library.opcheck(func, args, kwargs, **tol)
 
 
 # ----------------------------------------------------------- torch.compile
