@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Each hot camera kernel as a multiple of its floor (issue 19).
+"""Each hot camera and lidar kernel as a multiple of its floor (issue 19).
 
 The floor of a kernel is the time the chip needs for the work no
 implementation can skip: max(its minimum bytes / memory bandwidth, its
@@ -24,7 +24,16 @@ Per kernel (C cameras, N Gaussians, P pixels, D channels; float32):
 - projection backward: reads each item's gradient record and the Gaussian,
   writes its gradients; ~400 flops per item.
 
+The lidar (`--scenes lidar`: the street's 128 x 3600 sweep) counts the same
+way through its CPU op (E: the ray-Gaussian evaluations). Its projection
+also writes each item's tile box (24 B), ~250 flops per item; its walks
+add the azimuth wrap (~4 flops) to each evaluation; each ray writes D + 4
+values; the forward walk's row also holds the second walk of the parts and
+the combine (tiles/splat_combine_cuda.cuh), whose work the floor does not
+add (one walk over the whole list is the floor).
+
     python3 benchmarks/kernel_floors.py --scenes street          # CPU: counts and floors
+    python3 benchmarks/kernel_floors.py --scenes lidar --lidar-cols 900   # the lidar, a quarter of its columns
     python3 benchmarks/kernel_floors.py --cuda                   # H200: also each kernel's duration
 
 Peaks: --bandwidth GB/s (default: measured by a device copy with --cuda,
@@ -43,6 +52,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 import bench_rasterize_camera as bc  # noqa: E402
+import bench_rasterize_lidar as bl  # noqa: E402
 from timing import copy_bandwidth_gbs, kernel_durations, table  # noqa: E402
 
 OPS = torch.ops.nurec_ops
@@ -53,6 +63,10 @@ KERNELS = [("projection", ("rc_project_kernel",)),
            ("forward walk", ("rc_forward_kernel", "rc_forward_fixup", "rc_combine")),
            ("backward walk", ("rc_backward_kernel",)),
            ("projection backward", ("rc_project_backward_kernel",))]
+KERNELS_LIDAR = [("projection", ("rl_project_kernel",)), KERNELS[1],
+                 ("forward walk", ("rl_forward_kernel", "rl_forward_fixup", "rl_combine")),
+                 ("backward walk", ("rl_backward_kernel",)),
+                 ("projection backward", ("rl_project_backward_kernel",))]
 
 
 def counts(sc):
@@ -66,15 +80,32 @@ def counts(sc):
     return dict(I=int(status[0]), visible=int((item_counts > 0).sum()), E=int(last.clamp_min(0).long().sum()))
 
 
-def floors(sc, n, bw, tflops, sfu):
-    C, N, P = sc["viewmats"].shape[0], sc["means"].shape[0], sc["viewmats"].shape[0] * sc["width"] * sc["height"]
+def counts_lidar(sc):
+    """The same counts for a lidar scene (rays for pixels), by its CPU op."""
+    from nurec_ops._lidar_table import sensor_op_args
+
+    c = {k: (v.detach().cpu().float() if isinstance(v, torch.Tensor) else v) for k, v in sc.items()}
+    m = [t.detach().cpu().float() for t in sc["model"]]
+    W = m[1].shape[0]
+    with torch.no_grad():
+        out = OPS.rasterize_lidar_fwd(c["means"], c["quats"], c["scales"], c["opacities"], c["features"],
+                                      c["viewmats"], *sensor_op_args(*m), 0.5, 200.0,
+                                      0.3 * (2 * 3.141592653589793 / W) ** 2, 0, 1, 0)
+    item_counts, status, last = out[4], out[9], out[8]
+    return dict(I=int(status[0]), visible=int((item_counts > 0).sum()), E=int(last.clamp_min(0).long().sum()))
+
+
+def floors(sc, n, bw, tflops, sfu, lidar=False):
+    C, N = sc["viewmats"].shape[0], sc["means"].shape[0]
+    P = C * (sc["model"][0].shape[0] * sc["model"][1].shape[0] if lidar else sc["width"] * sc["height"])
     D = sc["features"].shape[1]
     I, E, V = n["I"], n["E"], n["visible"]
+    box, proj, wrap = (24, 250, 4) if lidar else (0, 150, 0)  # the lidar's tile box, projection, azimuth wrap
     work = {  # (bytes, flops, exponentials)
-        "projection": (N * 11 * 4 + C * N * (8 * 4 + 8), 150 * C * N, 0),
+        "projection": (N * 11 * 4 + C * N * (8 * 4 + 8 + box), proj * C * N, 0),
         "binning": (44 * I + 2 * 8 * C * N, 0, 0),
-        "forward walk": (I * (4 + 32 + 4 * D) + P * (D + 4) * 4, (15 + 2 * D) * E, E),
-        "backward walk": (I * (4 + 32 + 4 * D) + P * (D + 4) * 4 * 2 + V * 32, (40 + 5 * D) * E, E),
+        "forward walk": (I * (4 + 32 + 4 * D) + P * (D + 4) * 4, (15 + wrap + 2 * D) * E, E),
+        "backward walk": (I * (4 + 32 + 4 * D) + P * (D + 4) * 4 * 2 + V * 32, (40 + wrap + 5 * D) * E, E),
         "projection backward": (C * N * 32 + N * 11 * 4 * 2, 400 * V, 0),
     }
     out = {}
@@ -85,19 +116,22 @@ def floors(sc, n, bw, tflops, sfu):
     return out
 
 
-def durations(sc):
+def durations(sc, lidar=False):
     """Median duration (us) per stage of one forward+backward on CUDA."""
-    step = bc.make_step(sc, True)
+    step = (bl if lidar else bc).make_step(sc, True)
     for _ in range(3):
         step()
     torch.cuda.synchronize()
     per = kernel_durations(step, calls=10, warmup=2)
-    return {stage: sum(us for name, us in per.items() if any(f in name for f in frags)) for stage, frags in KERNELS}
+    return {stage: sum(us for name, us in per.items() if any(f in name for f in frags))
+            for stage, frags in (KERNELS_LIDAR if lidar else KERNELS)}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scenes", default="garden,garden3,street")
+    ap.add_argument("--scenes", default="garden,garden3,street,lidar")
+    ap.add_argument("--lidar-rows", type=int, default=128)
+    ap.add_argument("--lidar-cols", type=int, default=3600)
     ap.add_argument("--cuda", action="store_true", help="also time each stage's kernels on the GPU")
     ap.add_argument("--bandwidth", type=float, default=None, help="GB/s (default: measured, or 3737)")
     ap.add_argument("--tflops", type=float, default=67.0)
@@ -107,16 +141,19 @@ def main():
     bw = a.bandwidth or (copy_bandwidth_gbs(1 << 30)[0] if a.cuda else 3737.0)
     makers = {"garden": ("garden 648x420 x3", lambda: bc.garden(device, torch.float32, 1)),
               "garden3": ("garden 1944x1260 x3", lambda: bc.garden(device, torch.float32, 3)),
-              "street": ("street 1920x1080", lambda: bc.street(device, torch.float32))}
+              "street": ("street 1920x1080", lambda: bc.street(device, torch.float32)),
+              "lidar": (f"street lidar {a.lidar_rows}x{a.lidar_cols}",
+                        lambda: bl.street_lidar_scene(device, torch.float32, a.lidar_rows, a.lidar_cols))}
     print(f"peaks: {bw:.0f} GB/s, {a.tflops:.0f} TFLOP/s FP32, {a.sfu / 1e12:.2f} T exponentials/s")
     for key in a.scenes.split(","):
         name, make = makers[key]
         sc = make()
-        n = counts(sc)
-        fl = floors(sc, n, bw, a.tflops, a.sfu)
-        dur = durations(sc) if a.cuda else {}
+        lidar = key == "lidar"
+        n = (counts_lidar if lidar else counts)(sc)
+        fl = floors(sc, n, bw, a.tflops, a.sfu, lidar)
+        dur = durations(sc, lidar) if a.cuda else {}
         print(f"\n{name}: {sc['means'].shape[0]:,} Gaussians, {n['I']:,} intersections, {n['visible']:,} visible "
-              f"items, {n['E']:,} pixel-Gaussian evaluations")
+              f"items, {n['E']:,} {'ray' if lidar else 'pixel'}-Gaussian evaluations")
         rows = []
         for stage, (us, bound, b, f) in fl.items():
             d = dur.get(stage)
