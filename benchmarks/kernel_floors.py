@@ -69,30 +69,36 @@ KERNELS_LIDAR = [("projection", ("rl_project_kernel",)), KERNELS[1],
                  ("projection backward", ("rl_project_backward_kernel",))]
 
 
+def _on_cpu(sc):
+    return {k: (v.detach().cpu().float() if isinstance(v, torch.Tensor) else v) for k, v in sc.items()}
+
+
+def _tally(item_counts, status, last):
+    return dict(I=int(status[0]), visible=int((item_counts > 0).sum()), E=int(last.clamp_min(0).long().sum()))
+
+
 def counts(sc):
     """Intersections, visible items, pixel-Gaussian evaluations: the CPU op."""
-    c = {k: (v.detach().cpu().float() if isinstance(v, torch.Tensor) else v) for k, v in sc.items()}
+    c = _on_cpu(sc)
     with torch.no_grad():
         out = OPS.rasterize_camera_fwd(c["means"], c["quats"], c["scales"], c["opacities"], c["features"],
                                        c["viewmats"], c["Ks"], None, c["width"], c["height"], 0.01, 1e10, -1, 0, 1,
                                        0)
-    item_counts, status, last = out[4], out[10], out[9]
-    return dict(I=int(status[0]), visible=int((item_counts > 0).sum()), E=int(last.clamp_min(0).long().sum()))
+    return _tally(out[4], out[10], out[9])
 
 
 def counts_lidar(sc):
     """The same counts for a lidar scene (rays for pixels), by its CPU op."""
     from nurec_ops._lidar_table import sensor_op_args
+    from nurec_ops.rasterize_lidar import default_eps2d
 
-    c = {k: (v.detach().cpu().float() if isinstance(v, torch.Tensor) else v) for k, v in sc.items()}
+    c = _on_cpu(sc)
     m = [t.detach().cpu().float() for t in sc["model"]]
-    W = m[1].shape[0]
     with torch.no_grad():
         out = OPS.rasterize_lidar_fwd(c["means"], c["quats"], c["scales"], c["opacities"], c["features"],
-                                      c["viewmats"], *sensor_op_args(*m), 0.5, 200.0,
-                                      0.3 * (2 * 3.141592653589793 / W) ** 2, 0, 1, 0)
-    item_counts, status, last = out[4], out[9], out[8]
-    return dict(I=int(status[0]), visible=int((item_counts > 0).sum()), E=int(last.clamp_min(0).long().sum()))
+                                      c["viewmats"], *sensor_op_args(*m), 0.5, 200.0, default_eps2d(m[1].shape[0]),
+                                      0, 1, 0)
+    return _tally(out[4], out[9], out[8])
 
 
 def floors(sc, n, bw, tflops, sfu, lidar=False):
