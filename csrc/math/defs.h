@@ -43,6 +43,25 @@ static __device__ __forceinline__ float nurec_expf_falloff(float x) {
 #define NUREC_EXPF_FALLOFF expf
 #endif
 
+/* The walks' staged falloff (tiles/splat_math_generic.h, splat_stage_record):
+ * the kernels keep a record's conic scaled so that the exponent is one
+ * quadratic form q = -sigma x NUREC_STAGED_SCALE_F32 and the falloff is
+ * ex2(q) on the GPU: the scale by log2(e) and the 1/2 of sigma are paid once
+ * per staged entry instead of at every pixel. The CPU keeps expf (scale 1);
+ * float64 keeps exp everywhere. */
+#if defined(__CUDA_ARCH__)
+static __device__ __forceinline__ float nurec_expf_staged(float q) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(q));
+    return y;
+}
+#define NUREC_EXPF_STAGED nurec_expf_staged
+#define NUREC_STAGED_SCALE_F32 1.4426950408889634
+#else
+#define NUREC_EXPF_STAGED expf
+#define NUREC_STAGED_SCALE_F32 1.0
+#endif
+
 /* 1 / x in float32 on the GPU for a normal x (no zero, infinity or
  * denormal: the backward's 1 / (1 - alpha), alpha <= 0.99): the hardware
  * reciprocal and one Newton step, within 1 ulp, 3 instructions; IEEE

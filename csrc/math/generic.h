@@ -28,6 +28,8 @@
 #define R_SQRT sqrtf
 #define R_EXP expf
 #define R_EXP_FALLOFF NUREC_EXPF_FALLOFF
+#define R_EXP_STAGED NUREC_EXPF_STAGED
+#define R_STAGED_SCALE NUREC_STAGED_SCALE_F32
 #define R_RCP_NORMAL NUREC_RCPF_NORMAL
 #define R_EXPM1 expm1f
 #define R_LOG logf
@@ -48,6 +50,8 @@
 #undef R_SQRT
 #undef R_EXP
 #undef R_EXP_FALLOFF
+#undef R_EXP_STAGED
+#undef R_STAGED_SCALE
 #undef R_RCP_NORMAL
 #undef R_EXPM1
 #undef R_LOG
@@ -68,6 +72,8 @@
 #define R_SQRT sqrt
 #define R_EXP exp
 #define R_EXP_FALLOFF exp
+#define R_EXP_STAGED exp
+#define R_STAGED_SCALE 1.0
 #define R_RCP_NORMAL(x) (1.0 / (x))
 #define R_EXPM1 expm1
 #define R_LOG log
@@ -88,6 +94,8 @@
 #undef R_SQRT
 #undef R_EXP
 #undef R_EXP_FALLOFF
+#undef R_EXP_STAGED
+#undef R_STAGED_SCALE
 #undef R_RCP_NORMAL
 #undef R_EXPM1
 #undef R_LOG

@@ -112,7 +112,7 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
             int64_t it = p.isect_items[j];
             const real_t* r = (const real_t*)p.records + NUREC_TREC_SIZE * it;
             real_t* e = s_e + RC_ENTRY * tid;
-            for (int k = 0; k < NUREC_TREC_SIZE; ++k) e[k] = r[k];
+            NR(splat_stage_record)(r, e); /* the conic as the step reads it (tiles/splat_math_generic.h) */
             const real_t* f = sh ? (const real_t*)p.colors + 3 * it
                                  : (const real_t*)p.features + D * (it % p.num_gaussians);
             for (int k = 0; k < RC_CH; ++k) e[NUREC_TREC_SIZE + k] = k < nch ? f[c0 + k] : (real_t)0;
@@ -126,9 +126,8 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
         const bool was_done = done;
         const real_t* r = s_e;
         for (int k = 0; k < (done ? 0 : cnt); ++k, r += RC_ENTRY) {
-            real_t vis, dx, dy;
-            const real_t a = NR(rc_alpha)(r, px, py, &vis, &dx, &dy);
-            if (a != 0) {
+            real_t vis, a;
+            if (NR(splat_alpha_staged)(r, px - r[0], py - r[1], &a, &vis)) {
                 const real_t Tn = T * (1 - a);
                 if (Tn < (real_t)NUREC_SPLAT_T_MIN) {
                     done = true;
@@ -283,7 +282,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             s_gc[tid] = (sh ? 3 * it : D * (it % N)) + c0;
             const real_t* r = (const real_t*)p.records + NUREC_TREC_SIZE * it;
             real_t* e = s_e + RC_ENTRY * tid;
-            for (int k = 0; k < NUREC_TREC_SIZE; ++k) e[k] = r[k];
+            NR(splat_stage_record)(r, e); /* as the forward staged it: the same alpha bits */
             const real_t* f = sh ? (const real_t*)p.colors + 3 * it
                                  : (const real_t*)p.features + D * (it % N);
             for (int k = 0; k < RC_CH; ++k) e[NUREC_TREC_SIZE + k] = k < nch ? f[c0 + k] : (real_t)0;
@@ -296,14 +295,14 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             for (int q = 0; q < 7 + RC_CH; ++q) v[q] = 0;
             bool contrib = false;
             if (rel < last) {
-                real_t vis, dx, dy;
-                real_t a = NR(rc_alpha)(r, px, py, &vis, &dx, &dy);
-                if (a != 0) {
+                real_t vis, a;
+                const real_t dx = px - r[0], dy = py - r[1];
+                if (NR(splat_alpha_staged)(r, dx, dy, &a, &vis)) {
                     contrib = true;
                     real_t w;
                     real_t ga = NR(splat_composite_vjp)(a, r + NUREC_TREC_SIZE, RC_CH, r[NUREC_TREC_DEPTH], gf,
                                                      gz, gTa, &T, S, &Sz, &w);
-                    NR(splat_alpha_vjp)(r, vis, dx, dy, ga, v);
+                    NR(splat_alpha_vjp_staged)(r, vis, dx, dy, ga, v);
                     v[6] = w * gz;
                     for (int q = 0; q < RC_CH; ++q) v[7 + q] = w * gf[q];
                 }

@@ -182,6 +182,7 @@ NUREC_HD_DEV bool NR(rl_walk_entry)(const nurec_rasterize_lidar_params& p, const
     if (w->it < 0 || !NR(rl_may_reach)(win, w->rec)) return false;
     x->it = w->it;
     for (int q = 0; q < 7; ++q) x->r[q] = w->rec[q];
+    NR(splat_stage_conic)(x->r); /* as the walks' steps read it (tiles/splat_math_generic.h): both walks stage */
     const real_t* f = (const real_t*)p.features + p.channels * (x->it % p.num_gaussians);
     for (int q = 0; q < RL_CH; ++q) x->f[q] = q < nch ? f[c0 + q] : (real_t)0;
     return true;
@@ -301,9 +302,8 @@ __device__ __forceinline__ void NR(rl_forward_body)(const nurec_rasterize_lidar_
             const int src = __ffs(m) - 1;
             NR(rl_bcast)(&mine, src, &x); /* every lane takes part */
             if (done) continue;
-            real_t vis, dx, dy;
-            real_t a = NR(rl_alpha)(x.r, raz, rel, &vis, &dx, &dy);
-            if (a == 0) continue;
+            real_t vis, a;
+            if (!NR(splat_alpha_staged)(x.r, NR(rl_wrap)(raz - x.r[0]), rel - x.r[1], &a, &vis)) continue;
             real_t Tn = T * (1 - a);
             if (Tn < (real_t)NUREC_SPLAT_T_MIN) {
                 done = true;
@@ -454,14 +454,14 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
             for (int q = 0; q < 7 + RL_CH; ++q) v[q] = 0;
             bool contrib = false;
             if (rel_k < last) {
-                real_t vis, dx, dy;
-                real_t a = NR(rl_alpha)(x.r, raz, rel, &vis, &dx, &dy);
-                if (a != 0) {
+                real_t vis, a;
+                const real_t dx = NR(rl_wrap)(raz - x.r[0]), dy = rel - x.r[1];
+                if (NR(splat_alpha_staged)(x.r, dx, dy, &a, &vis)) {
                     contrib = true;
                     real_t wt;
                     real_t ga = NR(splat_composite_vjp)(a, x.f, RL_CH, x.r[NUREC_TREC_DEPTH], gf, gz, gTa, &T,
                                                         S, &Sz, &wt);
-                    NR(splat_alpha_vjp)(x.r, vis, dx, dy, ga, v);
+                    NR(splat_alpha_vjp_staged)(x.r, vis, dx, dy, ga, v);
                     v[6] = wt * gz;
                     for (int q = 0; q < RL_CH; ++q) v[7 + q] = wt * gf[q];
                 }

@@ -95,6 +95,53 @@ NUREC_HD real_t NR(splat_alpha)(const real_t* r, real_t dx, real_t dy, real_t* v
     return sigma >= 0 && a >= (real_t)NUREC_SPLAT_ALPHA_MIN ? a : (real_t)0;
 }
 
+/* A record as the CUDA walks stage it (shared memory): its values with the
+ * conic (A, B, C) replaced by (-A S / 2, -B S, -C S / 2), S =
+ * R_STAGED_SCALE (math/defs.h), so that splat_alpha_staged's exponent is
+ * q = dx (a dx + b dy) + c dy^2 = -sigma S: 3 multiplies and 2 FMAs a
+ * pixel where splat_alpha's sigma and its scale took 5 and 3. A kernel's
+ * forward and backward both stage, so both see the same alpha bits. */
+NUREC_HD void NR(splat_stage_conic)(real_t* e) {
+    const real_t h = (real_t)(-0.5 * R_STAGED_SCALE);
+    e[2] *= h;
+    e[3] *= (real_t)(-R_STAGED_SCALE);
+    e[4] *= h;
+}
+
+NUREC_HD void NR(splat_stage_record)(const real_t* r, real_t* e) {
+    for (int k = 0; k < NUREC_TREC_SIZE; ++k) e[k] = r[k];
+    NR(splat_stage_conic)(e);
+}
+
+/* splat_alpha on a staged record e: whether the Gaussian counts at the
+ * offset (q <= 0, i.e. sigma >= 0, and alpha >= 1/255), its alpha in *a
+ * (clamped at 0.99) and the falloff in *vis. */
+NUREC_HD int NR(splat_alpha_staged)(const real_t* e, real_t dx, real_t dy, real_t* a, real_t* vis) {
+    const real_t q = dx * (e[2] * dx + e[3] * dy) + e[4] * dy * dy;
+    const real_t v = R_EXP_STAGED(q);
+    const real_t oa = e[5] * v;
+    *vis = v;
+    *a = R_FMIN((real_t)NUREC_SPLAT_ALPHA_MAX, oa);
+    return q <= 0 && oa >= (real_t)NUREC_SPLAT_ALPHA_MIN;
+}
+
+/* splat_alpha_vjp on a staged record: the same gradient of the record's
+ * (u, v, A, B, C, o). With A = -2 a / S, B = -b / S, C = -2 c / S:
+ * A dx + B dy = -(2 a dx + b dy) / S. */
+NUREC_HD void NR(splat_alpha_vjp_staged)(const real_t* e, real_t vis, real_t dx, real_t dy,
+                                         real_t g_alpha, real_t g[6]) {
+    if (e[5] * vis > (real_t)NUREC_SPLAT_ALPHA_MAX) return; /* clamped at 0.99 */
+    const real_t gs = -g_alpha * e[5] * vis;                 /* dL/dsigma */
+    const real_t gq = gs * (real_t)(1.0 / R_STAGED_SCALE);
+    const real_t ax = e[2] * dx, cy = e[4] * dy;
+    g[0] += gq * (ax + ax + e[3] * dy);
+    g[1] += gq * (e[3] * dx + cy + cy);
+    g[2] += gs * (real_t)0.5 * dx * dx;
+    g[3] += gs * dx * dy;
+    g[4] += gs * (real_t)0.5 * dy * dy;
+    g[5] += g_alpha * vis;
+}
+
 /* VJP of splat_alpha: adds the gradient of (u, v, A, B, C, o) to g[0..5]
  * (d = cell - (u, v), so d/du = -d/ddx whatever shift made dx). */
 NUREC_HD void NR(splat_alpha_vjp)(const real_t* r, real_t vis, real_t dx, real_t dy,
