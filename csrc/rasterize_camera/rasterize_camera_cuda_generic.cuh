@@ -72,7 +72,7 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
     /* per staged entry its record, all 8 values (u, v, A, B, C, o, depth,
        thr), then its RC_CH features: 48 bytes (float32) in one array, so
        that every read is a 16-byte vector load (a broadcast) from one base */
-    __shared__ __align__(16) real_t s_e[RC_BLOCK * RC_ENTRY];
+    __shared__ __align__(16) real_t s_e[(RC_BLOCK + 1) * RC_ENTRY]; /* + 1: the steps' pairs (below) */
     NR(rc_place) w;
     if (!NR(rc_place_of)(p, passes, &w)) return;
     if (fixup && (!w.multi || w.seg == 0)) return; /* a first part is never walked again */
@@ -119,24 +119,45 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
         }
         __syncthreads();
         const int cnt = hi - b < RC_BLOCK ? (int)(hi - b) : RC_BLOCK;
-        /* The step per entry, the kernel's innermost loop: one exit test at
-           the top, the skipped entries (alpha below 1/255) only a predicate
-           (no divergent continue), the last entry taken counted per batch. */
+        /* The steps, the kernel's innermost loop, two entries at a time: both
+           alphas first (independent chains of loads, FMAs and ex2, which one
+           entry at a time left waiting on each other's latency), then the
+           two composites in order under the stop rule, as one at a time
+           would (the same bits). Skipped entries (alpha below 1/255) are
+           only a predicate; the last entry taken is counted per batch. The
+           second entry of an odd batch's last pair reads the staged array's
+           spare entry and is never composited. */
         int taken = -1;
         const bool was_done = done;
         const real_t* r = s_e;
-        for (int k = 0; k < (done ? 0 : cnt); ++k, r += RC_ENTRY) {
-            real_t vis, a;
-            if (NR(splat_alpha_staged)(r, px - r[0], py - r[1], &a, &vis)) {
-                const real_t Tn = T * (1 - a);
+        const int n = done ? 0 : cnt;
+        for (int k = 0; k < n; k += 2, r += 2 * RC_ENTRY) {
+            const real_t* r1 = r + RC_ENTRY;
+            real_t vis0, a0, vis1, a1;
+            const bool c0 = NR(splat_alpha_staged)(r, px - r[0], py - r[1], &a0, &vis0);
+            const bool c1 = NR(splat_alpha_staged)(r1, px - r1[0], py - r1[1], &a1, &vis1) && k + 1 < n;
+            if (c0) {
+                const real_t Tn = T * (1 - a0);
                 if (Tn < (real_t)NUREC_SPLAT_T_MIN) {
                     done = true;
                     break;
                 }
-                const real_t wt = a * T;
+                const real_t wt = a0 * T;
                 for (int q = 0; q < RC_CH; ++q) acc[q] += wt * r[NUREC_TREC_SIZE + q];
                 dep += wt * r[NUREC_TREC_DEPTH];
                 taken = k;
+                T = Tn;
+            }
+            if (c1) {
+                const real_t Tn = T * (1 - a1);
+                if (Tn < (real_t)NUREC_SPLAT_T_MIN) {
+                    done = true;
+                    break;
+                }
+                const real_t wt = a1 * T;
+                for (int q = 0; q < RC_CH; ++q) acc[q] += wt * r1[NUREC_TREC_SIZE + q];
+                dep += wt * r1[NUREC_TREC_DEPTH];
+                taken = k + 1;
                 T = Tn;
             }
         }
