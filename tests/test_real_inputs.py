@@ -168,17 +168,18 @@ def _wrap(a):
     return a - 2 * math.pi * torch.ceil((a - math.pi) / (2 * math.pi))
 
 
-def _real_like_tables():
-    """Column tables made from ours (16 rows x 360 columns), each as a real
-    sensor might write it; every one is a different order or subset of rays."""
-    el, az, off = tl.sensor()
+def _real_like_tables(col_step=10):
+    """Column tables made from ours (every col_step-th of 3600 columns: 360),
+    each as a real sensor might write it; every one is a different order or
+    subset of rays."""
+    el, az, off = tl.sensor(col_step=col_step)
     W = az.shape[0]
     g = torch.Generator().manual_seed(3)
     uneven = az + (torch.rand(W, generator=g, dtype=torch.float64) - 0.5) * 0.8 * (2 * math.pi / W)
     return {
         "rotated-wrapped": _wrap(torch.roll(az, 137)),  # starts mid-sweep, wraps from -pi to pi inside
         "counter-clockwise": _wrap(torch.roll(az, 50).flip(0)),
-        "sector": _wrap(torch.roll(az, 200))[:250],  # 250 of 360 columns: a 110-column gap in azimuth
+        "sector": _wrap(torch.roll(az, 200 * W // 360))[:250 * W // 360],  # 250 of 360 parts: a gap
         "uneven": _wrap(torch.roll(uneven, 11)),
         # the table's seam (its jump round the circle, the last column to the first included: the
         # synthetic model's table has no jump inside) moved to column 127, inside the first tile
@@ -200,6 +201,76 @@ def test_lidar_real_table_parity(device, dtype, table):
         jump = (az.diff().abs() > math.pi).nonzero()
         assert jump.numel() == 1 and 0 < int(jump) < 255
     tl.check_parity(scene, device, dtype)
+
+
+def _box_bounds(rec, el, az, off, tile_cols=256, rel=1e-3, pad=1e-5):
+    """Per item (records [N, 8], float64; the canonical table az): the
+    (row, tile) cells that some ray's alpha can reach (inside the ellipse
+    d^T Q d <= thr: the fewest the binning may keep) and the cells of the
+    rectangle of the rows and columns the widened ellipse spans (rl_box
+    before its cut: the most). Brute force over every ray."""
+    W, R = az.shape[0], el.shape[0]
+    tiles_x = -(-W // tile_cols)
+    two_pi = 2 * math.pi
+    col = az + (az < az[0]).to(az.dtype) * two_pi  # rl_canon_az: ascending
+    lo_n, hi_n = [], []
+    for r in rec.tolist():
+        u, v, A, B, C, _, _, thr = r
+        det = A * C - B * B
+        if thr < 0 or not det > 0:
+            lo_n.append(0)
+            hi_n.append(0)
+            continue
+        dx = torch.remainder(col[None, :] + off[:, None] - u + math.pi, two_pi) - math.pi  # [R, W]
+        dy = (el - v)[:, None]
+        inside = A * dx * dx + 2 * B * dx * dy + C * dy * dy <= thr
+        lo_n.append(len({(i, j // tile_cols) for i, j in inside.nonzero().tolist()}))
+        e_az = math.sqrt(thr * C / det) * (1 + rel) + pad
+        e_el = math.sqrt(thr * A / det) * (1 + rel) + pad
+        rows = ((el - v).abs() <= e_el).nonzero().flatten()
+        if rows.numel() == 0:
+            hi_n.append(0)
+            continue
+        i0, i1 = int(rows.min()), int(rows.max())
+        lo = u - float(off[rows].max()) - e_az
+        L = (u - float(off[rows].min()) + e_az) - lo + 1e-9
+        if L >= two_pi:
+            ntx = tiles_x
+        else:
+            J = (torch.remainder(col - lo, two_pi) <= L).nonzero().flatten().tolist()
+            if not J:
+                hi_n.append(0)
+                continue
+            # the shortest run of columns round the table's end that holds J
+            gaps = [(J[k + 1] - J[k], k) for k in range(len(J) - 1)] + [(J[0] + W - J[-1], len(J) - 1)]
+            g, k = max(gaps)
+            ja, jb = (J[0], J[-1]) if k == len(J) - 1 else (J[k + 1], J[k])
+            t0, t1 = ja // tile_cols, jb // tile_cols
+            ntx = min(tiles_x, t1 - t0 + 1 if ja <= jb else tiles_x - t0 + t1 + 1)
+        hi_n.append((i1 - i0 + 1) * ntx)
+    return torch.tensor(lo_n), torch.tensor(hi_n)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("table", list(_real_like_tables()))
+def test_lidar_tile_boxes_on_real_tables(device, table):
+    """Each Gaussian's count of tile entries on each real-like table lies
+    between the cells its rays reach (fewer: a ray's alpha lost) and the
+    rectangle of the rows and columns its widened ellipse spans (more: a
+    column search that ran past its range). Brute force over every ray."""
+    scene = tl.random_scene(N=60, C=1, D=1, col_step=1)  # 16 rows x 3600 columns: 15 tiles a row
+    scene["scales"] = scene["scales"] * 2  # rectangles past the cut's 64 cells too
+    scene["column_azimuths"] = _real_like_tables(col_step=1)[table]
+    s = tl.to(scene, device, torch.float64, grad=False)
+    out = tl.OPS.rasterize_lidar_fwd(*tl.fwd_op_args(s, 0, 512, 1 << 16))
+    rec, counts = out[3][0].cpu(), out[4][0].cpu()
+    el, az, _, off = (t.cpu() for t in tl.sensor_op_args(*[s[k] for k in tl.SENSOR_KEYS]))
+    fewest, most = _box_bounds(rec, el, az, off)
+    assert int((fewest > 0).sum()) > 20
+    assert (counts >= fewest).all(), (counts - fewest).min()
+    assert (counts <= most).all(), (counts - most).max()
+    assert (counts < most).any()  # the cut
+    assert (most > 64).any()  # cells the cut does not reach (tiles.h): an excess column shows there
 
 
 def _widest_step_at(az, k):
