@@ -18,6 +18,11 @@ extern "C" {
 
 #define NUREC_HD_DEV static __device__ __forceinline__
 #define RC_PROJ_THREADS 256
+/* the pinhole projection's blocks per SM: 3 holds it to 80 registers (8
+ * bytes of spills) where it would take 86 and leave room for only 2 */
+#ifndef RC_PROJ_MIN_BLOCKS
+#define RC_PROJ_MIN_BLOCKS 3
+#endif
 #define RC_PROJ_BWD_THREADS 128 /* 3 x 16 SH gradients per thread in shared memory: 48 KB in float64 */
 #define RC_SH_MAX 48            /* 3 x 16: SH degree 3 */
 #define RC_BLOCK (NUREC_TILE * NUREC_TILE) /* one thread per pixel of a tile */
@@ -92,7 +97,8 @@ extern "C" int nurec_rasterize_camera_project_cuda(const nurec_rasterize_camera_
     if (P == 0) return NUREC_OK;
     unsigned b = blocks_for(P, RC_PROJ_THREADS);
     cudaStream_t s = (cudaStream_t)stream;
-    const bool models = p->camera_model != NUREC_CAM_PINHOLE;
+    const bool models = p->camera_model != NUREC_CAM_PINHOLE ||
+                        (p->shutter != NUREC_SHUTTER_GLOBAL && p->viewmats_end != NULL);
     if (p->dtype == NUREC_F64) {
         if (models) rc_project_kernel_f64<true><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
         else rc_project_kernel_f64<false><<<b, RC_PROJ_THREADS, 0, s>>>(*p);

@@ -3,15 +3,19 @@
 #include "tiles/splat_warp_cuda_generic.cuh"
 
 /* The projection kernels come in two builds: kModels = false for the
- * pinhole (SPEC 3; the camera's model set to a constant, so the models'
- * jets are compiled out: they doubled the backward's registers, 121 ->
- * 234, and halved its occupancy) and true for SPEC 6's models. */
+ * pinhole with a global shutter (SPEC 3; the camera's model and shutter set
+ * to constants, so the models' jets and the rolling shutter's fixed point
+ * are compiled out: the jets doubled the backward's registers, 121 -> 234,
+ * and halved its occupancy; the fixed point spilled 64 bytes of the plain
+ * projection at 80 registers) and true for SPEC 6's models or SPEC 7's
+ * rolling shutter. */
 template <bool kModels>
-__global__ void __launch_bounds__(RC_PROJ_THREADS)
+__global__ void __launch_bounds__(RC_PROJ_THREADS, kModels ? 1 : RC_PROJ_MIN_BLOCKS)
 NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
     const int64_t N = p.num_gaussians;
     int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (it >= p.num_cameras * N) return;
+    if (!kModels) p.shutter = NUREC_SHUTTER_GLOBAL;
     int64_t c = it / N, g = it - c * N;
     NR(rc_camera) cam;
     NR(rc_camera_as)(&p, c, !kModels, &cam);

@@ -142,8 +142,14 @@ extern "C" int nurec_rasterize_lidar_project_cuda(const nurec_rasterize_lidar_pa
     if (P == 0) return NUREC_OK;
     unsigned b = blocks_for(P, RL_PROJ_THREADS);
     cudaStream_t s = (cudaStream_t)stream;
-    if (p->dtype == NUREC_F64) rl_project_kernel_f64<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
-    else rl_project_kernel_f32<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
+    const bool rolling = p->viewmats_end != NULL;
+    if (p->dtype == NUREC_F64) {
+        if (rolling) rl_project_kernel_f64<true><<<b, RL_PROJ_THREADS, 0, s>>>(*p);
+        else rl_project_kernel_f64<false><<<b, RL_PROJ_THREADS, 0, s>>>(*p);
+    } else {
+        if (rolling) rl_project_kernel_f32<true><<<b, RL_PROJ_THREADS, 0, s>>>(*p);
+        else rl_project_kernel_f32<false><<<b, RL_PROJ_THREADS, 0, s>>>(*p);
+    }
     return ok();
 }
 
