@@ -258,8 +258,9 @@ def test_lidar_tile_boxes_on_real_tables(device, table):
     between the cells its rays reach (fewer: a ray's alpha lost) and the
     rectangle of the rows and columns its widened ellipse spans (more: a
     column search that ran past its range). Brute force over every ray."""
-    scene = tl.random_scene(N=60, C=1, D=1, col_step=1)  # 16 rows x 3600 columns: 15 tiles a row
-    scene["scales"] = scene["scales"] * 2  # rectangles past the cut's 64 cells too
+    scene = tl.random_scene(N=80, C=1, D=1, col_step=1)  # 16 rows x 3600 columns: 15 tiles a row
+    scene["scales"] = scene["scales"] * 2
+    scene["scales"][:10] *= 3  # rectangles past the cut's 64 cells too
     scene["column_azimuths"] = _real_like_tables(col_step=1)[table]
     s = tl.to(scene, device, torch.float64, grad=False)
     out = tl.OPS.rasterize_lidar_fwd(*tl.fwd_op_args(s, 0, 512, 1 << 16))
