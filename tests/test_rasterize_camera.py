@@ -196,6 +196,74 @@ def test_many_cameras_and_sizes(device):
     check_parity(scene, device, torch.float64)
 
 
+def footprint_tiles(rec, W, H, tile=16):
+    """The tiles (ty, tx) an item's footprint crosses: tiles/tiles_math.h's
+    nurec_footprint_init and nurec_footprint_row, in the same double
+    arithmetic (rec: u, v, A, B, C, o, depth, thr)."""
+    u, v, A, B, C, _, _, thr = rec
+    if not (thr >= 0 and A > 0 and C > 0) or not A * C - B * B > 0:
+        return set()
+    delta = A * C - B * B
+    ext_y, ext_x = math.sqrt(thr * A / delta), math.sqrt(thr * C / delta)
+    lo_y, hi_y = math.ceil(v - ext_y - 0.5), math.floor(v + ext_y - 0.5)
+    lo_x, hi_x = math.ceil(u - ext_x - 0.5), math.floor(u + ext_x - 0.5)
+    if not (lo_y <= hi_y and lo_x <= hi_x and hi_y >= 0 and hi_x >= 0 and lo_y <= H - 1 and lo_x <= W - 1):
+        return set()
+    dy_right = -B * math.sqrt(thr / (delta * C))
+    py0, py1 = int(max(lo_y, 0)), int(min(hi_y, H - 1))
+    clamp = lambda x, lo, hi: min(max(x, lo), hi)  # noqa: E731
+    out = set()
+    for ty in range(py0 // tile, py1 // tile + 1):
+        r0, r1 = max(ty * tile, py0), min(ty * tile + tile - 1, py1)
+        if r0 > r1:
+            continue
+        a, b = r0 + 0.5 - v, r1 + 0.5 - v
+        k, q = B / A, delta / A
+        dr, dl = clamp(dy_right, a, b), clamp(-dy_right, a, b)
+        xr = u - k * dr + math.sqrt(max(thr - dr * dr * q, 0.0) / A)
+        xl = u - k * dl - math.sqrt(max(thr - dl * dl * q, 0.0) / A)
+        lo, hi = math.ceil(xl - 0.5), math.floor(xr - 0.5)
+        if lo <= hi and hi >= 0 and lo <= W - 1:
+            out.update((ty, tx) for tx in range(int(max(lo, 0)) // tile, int(min(hi, W - 1)) // tile + 1))
+    return out
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_binning_lists_each_footprints_tiles(device):
+    """Each tile lists exactly the items whose footprint crosses it, in depth
+    order. The binning names a footprint's tiles from a tile rectangle less
+    its cut cells where that has at most 64 cells (nurec_footprint_box),
+    and by walking its rows otherwise: both kinds are here, and a wrong cut
+    bit or a walked item written twice fails."""
+    scene = random_scene(N=150, C=2, W=300, H=200)
+    scene["Ks"][:, 0, 0] = scene["Ks"][:, 1, 1] = 300.0
+    scene["Ks"][:, 0, 2], scene["Ks"][:, 1, 2] = 150.3, 99.8
+    scene["scales"][:12] *= 6  # footprints past 64 tiles
+    s = to(scene, device, torch.float64, grad=False)
+    C, N, W, H = 2, 150, 300, 200
+    out = OPS.rasterize_camera_fwd(s["means"], s["quats"], s["scales"], s["opacities"], s["features"],
+                                   s["viewmats"], s["Ks"], None, W, H, 0.01, 1e10, -1, 0, 1, 1 << 18)
+    rec, counts, isect, ranges = (t.cpu() for t in (out[3], out[4], out[6], out[7]))
+    want, cells = {}, []
+    for c in range(C):
+        for g in range(N):
+            tiles = footprint_tiles(rec[c, g].tolist(), W, H)
+            assert int(counts[c, g]) == len(tiles), (c, g)
+            if tiles:
+                ys, xs = [t[0] for t in tiles], [t[1] for t in tiles]
+                cells.append((max(ys) - min(ys) + 1) * (max(xs) - min(xs) + 1))
+            for t in tiles:
+                want.setdefault((c,) + t, []).append(c * N + g)
+    assert min(cells) <= 64 < max(cells) and sum(x > 64 for x in cells) >= 5
+    ty, tx = ranges.shape[1], ranges.shape[2]
+    for c in range(C):
+        for y in range(ty):
+            for x in range(tx):
+                a, b = ranges[c, y, x].tolist()
+                items = sorted(want.get((c, y, x), []), key=lambda it: (rec.view(-1, 8)[it, 6].item(), it))
+                assert isect[a:b].tolist() == items, (c, y, x)
+
+
 def uses_ranks_per_image(C, N, W, H):
     """Mirror of key_bits in csrc/tiles/tiles.cu: whether the CUDA binning
     ranks items by depth within their image (fewer key bits) for this size."""

@@ -44,6 +44,8 @@ typedef struct nurec_rasterize_camera_params {
     int shutter;             /* enum nurec_shutter (sensors/rolling_shutter.h); viewmats_end with it */
     const void* backgrounds; /* [C, D] or NULL */
     void* colors;            /* SH: [C, N, 3] evaluated colours (forward writes); else unused */
+    int32_t* boxes;          /* [C * N, NUREC_BOX_SIZE] footprints as tile rectangles (forward
+                                writes; nurec_footprint_box), or NULL: the binning walks them */
     /* forward outputs (and alpha) */
     void* render;            /* [C, H, W, D] */
     void* depth;             /* [C, H, W] */

@@ -11,6 +11,8 @@
 
 void nurec_rasterize_camera_tiles(const nurec_rasterize_camera_params* p, nurec_tiles_params* t) {
     NUREC_SPLAT_TILES(p, t, p->num_cameras, p->width, p->height);
+    t->boxes = p->boxes; /* small footprints as rectangles, the rest walked (boxes_mixed) */
+    t->boxes_mixed = 1;
 }
 
 NUREC_SPLAT_CPU_LAUNCHERS(camera, rc)

@@ -400,10 +400,15 @@ NUREC_HD real_t NR(rc_alpha)(const real_t* r, real_t px, real_t py, real_t* vis,
 /* The camera's hooks of the projection written once for both rasterizers
  * (tiles/splat_project_generic.h): its cells are the tiles its footprint
  * crosses; its extra per item is the SH colour seen from the camera. */
-NUREC_HD int64_t NR(rc_item_cells)(const nurec_rasterize_camera_params* p, const real_t* rec, int vis) {
+NUREC_HD int64_t NR(rc_item_cells)(const nurec_rasterize_camera_params* p, int64_t it, const real_t* rec, int vis) {
     nurec_footprint f;
-    if (vis && NR(nurec_footprint_of)(&f, rec, p->width, p->height)) return nurec_footprint_count(&f, p->width);
-    return 0;
+    int32_t box[NUREC_BOX_SIZE] = {-1, -1, -1, 0, 0, 0};
+    int64_t n = 0;
+    if (vis && NR(nurec_footprint_of)(&f, rec, p->width, p->height))
+        n = p->boxes ? nurec_footprint_box(&f, p->width, box) : nurec_footprint_count(&f, p->width);
+    if (p->boxes)
+        for (int k = 0; k < NUREC_BOX_SIZE; ++k) p->boxes[NUREC_BOX_SIZE * it + k] = box[k];
+    return n;
 }
 
 NUREC_HD void NR(rc_item_color)(const nurec_rasterize_camera_params* p, const NR(rc_camera)* cam, int64_t g,
@@ -432,7 +437,7 @@ NUREC_HD void NR(rc_camera_as)(const nurec_rasterize_camera_params* p, int64_t c
 #define SPLAT_PROJECT(p, S, m, q, s, o, P, rec) \
     NR(rc_project)(S, m, q, s, o, (real_t)(p)->near_plane, (real_t)(p)->far_plane, P, rec)
 #define SPLAT_PROJECT_VJP(S, m, q, s, P, gr, gm, gq, gs) NR(rc_project_vjp)(S, m, q, s, P, gr, gm, gq, gs)
-#define SPLAT_CELLS(p, it, rec, vis) NR(rc_item_cells)(p, rec, vis)
+#define SPLAT_CELLS(p, it, rec, vis) NR(rc_item_cells)(p, it, rec, vis)
 #define SPLAT_ITEM_DONE(p, S, g, it, m, cnt) NR(rc_item_color)(p, S, g, it, m, cnt)
 #define SPLAT_ITEM_VJP(p, S, g, it, m, extra, stride, gm)                                                     \
     do {                                                                                                      \

@@ -178,6 +178,8 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
     splat_projection_buffers(b, in.means, p, C);
     Tensor colors = empty_like_shape(in.means, {sh_degree >= 0 ? C * N * 3 : 0});
     p.colors = colors.data_ptr();
+    Tensor boxes = empty_dense(in.means, {C, N, NUREC_BOX_SIZE}, aoti_torch_dtype_int32());
+    p.boxes = (int32_t*)boxes.data_ptr();
     splat_project(op, in.means, p, launchers);
     Tensor render = empty_like_shape(in.means, {C, H, W, D});
     Tensor depth = empty_like_shape(in.means, {C, H, W, 1});

@@ -244,8 +244,15 @@ __device__ void emit_item(const nurec_tiles_params& p, int64_t i, const EmitItem
  * binning writes them). Every store is coalesced and no lane waits while
  * another loops over its item's cells (the per-item loop, as footprint
  * mode still does, took 136 us for the street lidar's 3.7 M keys, whose
- * bytes a copy moves in ~10 us). */
-template <typename K>
+ * bytes a copy moves in ~10 us).
+ *
+ * kMixed (the camera: footprints of at most 64 cells as rectangles,
+ * nurec_footprint_box): an item whose rectangle is empty is written by the
+ * whole warp from its footprint afterwards, as footprint mode writes a
+ * large item; the run skips its slots (where its first slot is the
+ * window's, at once to its end). Footprint mode's one thread per small
+ * item took 216 us for the street camera's 1.9 M keys. */
+template <typename K, bool kMixed>
 __device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t i0, int lane, int64_t tiles, int shift,
                                 K sentinel, K* keys, int32_t* vals, const int32_t* rank) {
     const unsigned all = 0xffffffffu;
@@ -253,16 +260,19 @@ __device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t i0, int lan
     const int64_t total = p.offsets[P - 1];
     const int64_t i = i0 + lane;
     /* this lane's item (past the last item: an empty one at the end) */
-    int64_t first = total, kept = 0;
+    int64_t first = total, stop = total, kept = 0;
     int32_t bx[NUREC_BOX_SIZE] = {0, 0, 0, 1, 0, 0};
     uint64_t base = 0;
     uint32_t rk = 0;
+    bool walked = false; /* kMixed: written from its footprint */
     if (i < P) {
         const int64_t cnt = p.counts[i];
-        first = p.offsets[i] - cnt;
+        stop = p.offsets[i];
+        first = stop - cnt;
         if (cnt > 0) {
             for (int k = 0; k < NUREC_BOX_SIZE; ++k) bx[k] = p.boxes[NUREC_BOX_SIZE * i + k];
             kept = nurec_box_count(bx, p.tiles_x, p.tiles_y);
+            walked = kMixed && nurec_box_cells(bx, p.tiles_x, p.tiles_y) == 0;
             rk = (uint32_t)rank[i];
             base = (uint64_t)((i / p.items_per_image) * tiles);
         }
@@ -270,11 +280,19 @@ __device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t i0, int lan
     const int64_t lo = __shfl_sync(all, first, 0);
     const int64_t end = p.offsets[i0 + 31 < P ? i0 + 31 : P - 1];
     const int64_t hi = end < cap ? end : cap;
-    for (int64_t t0 = lo; t0 < hi; t0 += 32) { /* warp-uniform */
+    for (int64_t t0 = lo; t0 < hi;) { /* warp-uniform */
         const int64_t t = t0 + lane;
         int L = 0; /* the last lane whose item starts at or before slot t */
         for (int step = 16; step >= 1; step >>= 1)
             if (__shfl_sync(all, first, L + step) <= t) L += step;
+        const bool walkedL = kMixed && __shfl_sync(all, walked, L);
+        if (kMixed) {
+            const int L0 = __shfl_sync(all, L, 0);
+            if (__shfl_sync(all, walked, L0)) { /* the window starts in a walked item: past it */
+                t0 = __shfl_sync(all, stop, L0);
+                continue;
+            }
+        }
         const int64_t s = t - __shfl_sync(all, first, L);
         const int64_t kL = __shfl_sync(all, kept, L);
         /* the owner's rectangle: rows from b[0], columns b[2] .. + b[3], cut b[4..5] */
@@ -283,18 +301,26 @@ __device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t i0, int lan
                                            __shfl_sync(all, bx[5], L)};
         const uint64_t baseL = __shfl_sync(all, base, L);
         const uint32_t rL = __shfl_sync(all, rk, L);
-        if (t >= hi) continue;
+        t0 += 32;
+        if (t >= hi || walkedL) continue;
         K key = sentinel; /* a slot the geometry cannot name (never when the counts match) */
         if (s < kL) key = ((K)(baseL + (uint64_t)nurec_box_tile(b, nurec_box_kept(b, s), p.tiles_x)) << shift) | rL;
         keys[t] = key;
         vals[t] = (int32_t)(i0 + L);
     }
+    if (!kMixed) return;
+    for (unsigned m = __ballot_sync(all, walked); m != 0; m &= m - 1) {
+        const int64_t j = i0 + (__ffs(m) - 1);
+        EmitItem e;
+        if (emit_item_init(p, j, tiles, rank, &e)) /* every lane: the same item */
+            emit_item(p, j, e, lane, 32, shift, sentinel, keys, vals);
+    }
 }
 
-/* One kernel per mode (BOXES: p.boxes is set), so that each has its own
-   register count (the footprint walk's ~100 registers would hold the boxes
-   mode's occupancy down). */
-template <typename K, bool BOXES>
+/* One kernel per mode (MODE: 0 footprints, 1 boxes, 2 boxes mixed with
+   footprints), so that each has its own register count (the footprint
+   walk's ~100 registers would hold the boxes mode's occupancy down). */
+template <typename K, int MODE>
 __global__ void __launch_bounds__(TILES_THREADS)
 emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32_t* rank) {
     const int64_t P = num_items(&p);
@@ -309,9 +335,9 @@ emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32
         p.status[0] = total;
         p.status[1] = total > cap ? 1 : 0;
     }
-    if (BOXES) {
+    if (MODE != 0) {
         for (int64_t i0 = tid - lane; i0 < P; i0 += stride) /* warp-uniform */
-            emit_boxes_warp(p, i0, lane, tiles, shift, sentinel, keys, vals, rank);
+            emit_boxes_warp<K, MODE == 2>(p, i0, lane, tiles, shift, sentinel, keys, vals, rank);
     } else for (int64_t i0 = tid - lane; i0 < P; i0 += stride) { /* warp-uniform */
         const int64_t i = i0 + lane;
         EmitItem e;
@@ -391,8 +417,9 @@ int bin_entries(const nurec_tiles_params* p, const Layout& L, const KeyBits& kb,
     unsigned eb = blocks_for(P > 0 ? P : 1);
     unsigned tail = blocks_for(cap) < 4096 ? blocks_for(cap) : 4096;
     if (tail > eb) eb = tail;
-    if (p->boxes) emit_kernel<K, true><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
-    else emit_kernel<K, false><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
+    if (p->boxes && p->boxes_mixed) emit_kernel<K, 2><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
+    else if (p->boxes) emit_kernel<K, 1><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
+    else emit_kernel<K, 0><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
     if (cap == 0) return NUREC_OK;
     size_t bytes = L.sort_bytes;
     if (cub::DeviceRadixSort::SortPairs(w + L.sort_tmp, bytes, keys_in, keys_out, vals_in, p->isect_items,

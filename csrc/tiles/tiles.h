@@ -74,8 +74,12 @@ typedef struct nurec_tiles_params {
      * out: bit q of the 64-bit cut (cut_hi above cut_lo) drops the q-th
      * tile of the rectangle in row-major order (tiles past the 64th are
      * never cut; all bits 0: the whole rectangle). counts must equal
-     * nurec_box_count. */
+     * nurec_box_count, except where the rectangle is empty (no cells) and
+     * the count positive: that item's tiles are its footprint's, as with
+     * boxes NULL (the camera's items of more than 64 cells,
+     * nurec_footprint_box). */
     const int32_t* boxes;
+    int boxes_mixed;          /* CUDA: 1 where some boxes are empty footprints (the camera) */
     int64_t* offsets;         /* [P] out: inclusive scan of counts */
     int64_t capacity;         /* entries of the sorted list (CUDA: host-chosen) */
     int32_t* isect_items;     /* [capacity] out: item of each sorted entry */

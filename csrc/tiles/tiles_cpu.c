@@ -58,8 +58,8 @@ int nurec_tiles_bin_cpu(const nurec_tiles_params* p) {
         nurec_footprint f;
         double depth;
         int64_t img = i / p->items_per_image, start = p->offsets[i] - cnt, k = 0;
-        if (p->boxes) {
-            const int32_t* bx = p->boxes + NUREC_BOX_SIZE * i;
+        const int32_t* bx = p->boxes ? p->boxes + NUREC_BOX_SIZE * i : NULL;
+        if (bx && nurec_box_cells(bx, p->tiles_x, p->tiles_y) > 0) {
             (void)footprint_of(p, i, &f, &depth); /* for the depth only */
             const int64_t kept = nurec_box_count(bx, p->tiles_x, p->tiles_y);
             for (; k < kept && k < cnt; ++k) {

@@ -72,6 +72,47 @@ NUREC_HD int64_t nurec_footprint_count(const nurec_footprint* f, int width) {
     return n;
 }
 
+/* The footprint's tiles as a tile rectangle less its cut cells (tiles.h
+ * boxes mode: the same tiles, named by a cell index instead of a walk over
+ * the rows) where the rectangle has at most 64 cells, the cut's reach;
+ * otherwise an empty rectangle (cells 0), and the binning walks the
+ * footprint. Returns the tile count (nurec_footprint_count's). */
+NUREC_HD int64_t nurec_footprint_box(const nurec_footprint* f, int width, int32_t box[NUREC_BOX_SIZE]) {
+    box[0] = box[1] = box[2] = -1;
+    box[3] = box[4] = box[5] = 0;
+    int64_t n = 0;
+    int ty0 = -1, ty1 = -1, x0 = 0, x1 = -1;
+    for (int ty = f->py0 / NUREC_TILE; ty <= f->py1 / NUREC_TILE; ++ty) {
+        int a, b;
+        if (!nurec_footprint_row(f, ty, width, &a, &b)) continue;
+        n += b - a + 1;
+        if (ty0 < 0) {
+            ty0 = ty;
+            x0 = a;
+            x1 = b;
+        }
+        ty1 = ty;
+        x0 = a < x0 ? a : x0;
+        x1 = b > x1 ? b : x1;
+    }
+    const int ntx = x1 - x0 + 1;
+    if (n == 0 || (int64_t)(ty1 - ty0 + 1) * ntx > 64) return n;
+    uint64_t cut = 0; /* the rectangle's cells outside each row's run */
+    for (int ty = ty0; ty <= ty1; ++ty) {
+        int a = 0, b = -1;
+        if (!nurec_footprint_row(f, ty, width, &a, &b)) b = -1;
+        for (int k = 0; k < ntx; ++k)
+            if (x0 + k < a || x0 + k > b) cut |= (uint64_t)1 << ((ty - ty0) * ntx + k);
+    }
+    box[0] = ty0;
+    box[1] = ty1;
+    box[2] = x0;
+    box[3] = ntx;
+    box[4] = (int32_t)(uint32_t)cut;
+    box[5] = (int32_t)(uint32_t)(cut >> 32);
+    return n;
+}
+
 /* Footprint of a record (layout NUREC_TREC_* in tiles.h) of either precision. */
 NUREC_HD int nurec_footprint_of_f32(nurec_footprint* f, const float* r, int width, int height) {
     return nurec_footprint_init(f, r[NUREC_TREC_U], r[NUREC_TREC_V], r[NUREC_TREC_A],
