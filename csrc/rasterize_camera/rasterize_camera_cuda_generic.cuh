@@ -67,6 +67,20 @@ NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int pa
     return true;
 }
 
+/* Composites a taken staged entry r (alpha a) into the pixel's T, features
+ * and depth; false, changing nothing, where T would fall below the cut-off
+ * (the pixel stops before it). */
+__device__ __forceinline__ bool NR(rc_composite)(const real_t* r, real_t a, real_t* T, real_t acc[RC_CH],
+                                                 real_t* dep) {
+    const real_t Tn = *T * (1 - a);
+    if (Tn < (real_t)NUREC_SPLAT_T_MIN) return false;
+    const real_t wt = a * *T;
+    for (int q = 0; q < RC_CH; ++q) acc[q] += wt * r[NUREC_TREC_SIZE + q];
+    *dep += wt * r[NUREC_TREC_DEPTH];
+    *T = Tn;
+    return true;
+}
+
 /* Forward body, Gaussians staged through shared memory in batches.
  * fixup = 1: the second walk of the parts where a pixel's cut-off falls
  * (flagged by the combine kernel): only those pixels, from the
@@ -141,28 +155,18 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
             const bool c0 = NR(splat_alpha_staged)(r, px - r[0], py - r[1], &a0, &vis0);
             const bool c1 = NR(splat_alpha_staged)(r1, px - r1[0], py - r1[1], &a1, &vis1) && k + 1 < n;
             if (c0) {
-                const real_t Tn = T * (1 - a0);
-                if (Tn < (real_t)NUREC_SPLAT_T_MIN) {
+                if (!NR(rc_composite)(r, a0, &T, acc, &dep)) {
                     done = true;
                     break;
                 }
-                const real_t wt = a0 * T;
-                for (int q = 0; q < RC_CH; ++q) acc[q] += wt * r[NUREC_TREC_SIZE + q];
-                dep += wt * r[NUREC_TREC_DEPTH];
                 taken = k;
-                T = Tn;
             }
             if (c1) {
-                const real_t Tn = T * (1 - a1);
-                if (Tn < (real_t)NUREC_SPLAT_T_MIN) {
+                if (!NR(rc_composite)(r1, a1, &T, acc, &dep)) {
                     done = true;
                     break;
                 }
-                const real_t wt = a1 * T;
-                for (int q = 0; q < RC_CH; ++q) acc[q] += wt * r1[NUREC_TREC_SIZE + q];
-                dep += wt * r1[NUREC_TREC_DEPTH];
                 taken = k + 1;
-                T = Tn;
             }
         }
         if (taken >= 0) last = (int32_t)(b + taken - start + 1);
