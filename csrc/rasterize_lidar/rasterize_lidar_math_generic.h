@@ -207,12 +207,12 @@ NUREC_HD int NR(rl_col_search)(const real_t* az, int W, double v, int strict) {
 }
 
 /* The columns j0..j1 whose offsets sv_j = az_j - az_0 lie in [v0, v0 + L]
- * (returns 0 when there are none). The canonical table ascends from column 0 (rl_canon_az):
- * sv rises from 0 to sv_last < 2 pi, so a bound outside [0, sv_last] names
- * its column without a search. rl_box asks for k = 0 and k = -1 (v0 - 2 pi);
- * k = +1 starts past every column: the same columns as a search for every
- * bound of every k, in at most three searches (most Gaussians: two) of the
- * six that ran before. */
+ * (returns 0 when there are none). The canonical table ascends from column
+ * 0 (rl_canon_az): sv rises from 0 to sv_last < 2 pi, so a bound outside
+ * [0, sv_last] names its column without a search. rl_box asks for k = 0
+ * and k = -1 (v0 - 2 pi); k = +1 starts past every column: the same
+ * columns as a search for every bound of every k, in at most three
+ * searches (most Gaussians: two) of the six that ran before. */
 NUREC_HD int NR(rl_col_range)(const real_t* col_az, int W, double sv_last, double v0, double L, int* j0,
                               int* j1) {
     const double v1 = v0 + L;
