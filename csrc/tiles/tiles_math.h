@@ -16,6 +16,7 @@
 
 typedef struct nurec_footprint {
     double u, v, A, B, C, thr, delta, dy_right;
+    double k, q; /* B / A and delta / A, which every row's slice reads */
     int py0, py1; /* cell rows reached, clipped to the grid */
 } nurec_footprint;
 
@@ -38,6 +39,8 @@ NUREC_HD int nurec_footprint_init(nurec_footprint* f, double u, double v, double
         return 0;
     f->u = u; f->v = v; f->A = A; f->B = B; f->C = C; f->thr = thr; f->delta = delta;
     f->dy_right = -B * sqrt(thr / (delta * C)); /* dy of the ellipse's rightmost point */
+    f->k = B / A;
+    f->q = delta / A;
     f->py0 = (int)fmax(lo_y, 0.0);
     f->py1 = (int)fmin(hi_y, (double)(height - 1));
     return 1;
@@ -51,7 +54,7 @@ NUREC_HD int nurec_footprint_row(const nurec_footprint* f, int ty, int width, in
     if (r1 > f->py1) r1 = f->py1;
     if (r0 > r1) return 0;
     double a = (double)r0 + 0.5 - f->v, b = (double)r1 + 0.5 - f->v;
-    double k = f->B / f->A, q = f->delta / f->A;
+    const double k = f->k, q = f->q; /* the same quotients, divided once per footprint */
     double dr = nurec_clampd(f->dy_right, a, b), dl = nurec_clampd(-f->dy_right, a, b);
     double xr = f->u - k * dr + sqrt(fmax(f->thr - dr * dr * q, 0.0) / f->A);
     double xl = f->u - k * dl - sqrt(fmax(f->thr - dl * dl * q, 0.0) / f->A);
