@@ -343,7 +343,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             real_t* gc = gcol + s_gc[k];
             /* SPEC 8's absgrad (the glue allows it with one pass of channels) */
             real_t* ga = kAbs ? (real_t*)p.grad_abs + 2 * it : (real_t*)0;
-            if (__popc(mask) > RC_BWD_DIRECT_LANES) {
+            if (__popc(mask) > (kAbs ? RC_BWD_DIRECT_LANES_ABS : RC_BWD_DIRECT_LANES)) {
                 /* many pixels of the warp: the warp's sums, one atomic per value */
                 NR(splat_warp_add)(v, RC_CH, lane, g, pass == 0 ? 7 : 6, gc, nch, ga);
             } else if (contrib) {
