@@ -84,28 +84,46 @@ NUREC_HD int64_t nurec_footprint_box(const nurec_footprint* f, int width, int32_
     box[0] = box[1] = box[2] = -1;
     box[3] = box[4] = box[5] = 0;
     int64_t n = 0;
-    int ty0 = -1, ty1 = -1, x0 = 0, x1 = -1;
+    int ty0 = -1, ty1 = -1, x0 = 0, x1 = -1, af = 0;
+    /* the first 8 rows' runs, byte r of pa / pb: a - af + 64, b - af + 64
+     * (af: the first run's a; in 1..127 wherever the rectangle has at most
+     * 64 cells, 0: no run), so that the cut needs no second walk there */
+    uint64_t pa = 0, pb = 0;
     for (int ty = f->py0 / NUREC_TILE; ty <= f->py1 / NUREC_TILE; ++ty) {
         int a, b;
         if (!nurec_footprint_row(f, ty, width, &a, &b)) continue;
         n += b - a + 1;
         if (ty0 < 0) {
             ty0 = ty;
-            x0 = a;
+            af = x0 = a;
             x1 = b;
         }
         ty1 = ty;
         x0 = a < x0 ? a : x0;
         x1 = b > x1 ? b : x1;
+        const int r = ty - ty0;
+        if (r < 8 && a - af > -64 && b - af < 64) {
+            pa |= (uint64_t)(uint8_t)(a - af + 64) << (8 * r);
+            pb |= (uint64_t)(uint8_t)(b - af + 64) << (8 * r);
+        }
     }
     const int ntx = x1 - x0 + 1;
     if (n == 0 || (int64_t)(ty1 - ty0 + 1) * ntx > 64) return n;
     uint64_t cut = 0; /* the rectangle's cells outside each row's run */
     for (int ty = ty0; ty <= ty1; ++ty) {
         int a = 0, b = -1;
-        if (!nurec_footprint_row(f, ty, width, &a, &b)) b = -1;
+        const int r = ty - ty0;
+        if (r < 8) {
+            const int ea = (int)((pa >> (8 * r)) & 0xff), eb = (int)((pb >> (8 * r)) & 0xff);
+            if (ea != 0) {
+                a = ea - 64 + af;
+                b = eb - 64 + af;
+            }
+        } else if (!nurec_footprint_row(f, ty, width, &a, &b)) {
+            b = -1;
+        }
         for (int k = 0; k < ntx; ++k)
-            if (x0 + k < a || x0 + k > b) cut |= (uint64_t)1 << ((ty - ty0) * ntx + k);
+            if (x0 + k < a || x0 + k > b) cut |= (uint64_t)1 << (r * ntx + k);
     }
     box[0] = ty0;
     box[1] = ty1;
