@@ -38,10 +38,11 @@ extern "C" {
 #ifndef RC_BWD_DIRECT_LANES
 #define RC_BWD_DIRECT_LANES 4             /* up to this many contributing lanes: direct atomics */
 #endif
-/* the same with SPEC 8's absgrad (two more atomics per direct lane): its own
-   knob, to sweep (NUREC_OPS_NVCC_FLAGS="-DRC_BWD_DIRECT_LANES_ABS=2") */
+/* the same with SPEC 8's absgrad: its own knob. Swept on the H200 (session 15,
+   benchmarks/RESULTS.md): absgrad's cost on the street camera / lidar was
+   +4.6% / +4.4% at 4 lanes, +7.1% / +7.1% at 2, +2.0% / +1.7% at 8 */
 #ifndef RC_BWD_DIRECT_LANES_ABS
-#define RC_BWD_DIRECT_LANES_ABS RC_BWD_DIRECT_LANES
+#define RC_BWD_DIRECT_LANES_ABS 8
 #endif
 #ifndef RC_BWD_CARVEOUT
 #define RC_BWD_CARVEOUT 25                 /* percent of L1 as shared memory */

@@ -60,10 +60,11 @@ extern "C" {
 #ifndef RL_BWD_DIRECT_LANES
 #define RL_BWD_DIRECT_LANES 4              /* up to this many contributing lanes: direct atomics */
 #endif
-/* the same with SPEC 8's absgrad (two more atomics per direct lane): its own
-   knob, to sweep (NUREC_OPS_NVCC_FLAGS="-DRL_BWD_DIRECT_LANES_ABS=2") */
+/* the same with SPEC 8's absgrad: its own knob. Swept on the H200 (session 15,
+   benchmarks/RESULTS.md): absgrad's cost on the street camera / lidar was
+   +4.6% / +4.4% at 4 lanes, +7.1% / +7.1% at 2, +2.0% / +1.7% at 8 */
 #ifndef RL_BWD_DIRECT_LANES_ABS
-#define RL_BWD_DIRECT_LANES_ABS RL_BWD_DIRECT_LANES
+#define RL_BWD_DIRECT_LANES_ABS 8
 #endif
 /* Percent of L1 as shared memory: the sweeps use none (each warp reads its
    list and shuffles), so all of it is cache for the records they gather. */
