@@ -178,6 +178,19 @@ def fake_intersections(device, capacity):
     return torch.library.get_ctx().new_dynamic_size()
 
 
+def part_slots(segments, capacity, segment_min, tiles):
+    """X of a rasterizer's parts state [S, X, cells per tile, D + 2] in its
+    fake kernel, as csrc/tiles/splat_glue.h sizes it: the fewest slots that
+    S divides, at least nurec_splat_part_layout's (tiles/splat_math.h): 2
+    capacity / m, m the largest power of two <= segment_min, or one per
+    (tile, part) where that is fewer; X >= 1 (also without parts, S = 0)."""
+    if segments <= 0:
+        return 1
+    by_start = (2 * capacity) >> min(int(segment_min).bit_length() - 1, 62) if capacity > 0 else 0
+    slots = min(by_start, segments * tiles)
+    return max(-(-slots // segments), 1)
+
+
 def leading(t):
     """Size of t's first dimension, 0 for a scalar (bad input is reported by
     the op's own checks, with the argument's name, not here)."""

@@ -18,11 +18,13 @@ _POLICY = _binning.policy(_OP)
 # Long lists on CUDA: cut into up to _SEGMENTS parts of at least _SEGMENT_MIN
 # entries, composited by blocks of their own and chained per pixel (exact up
 # to rounding; see csrc/rasterize_camera/rasterize_camera_cuda_generic.cuh),
-# as the lidar's. Their per-pixel state costs, per part, pixels x (D + 2)
-# reals and one int, zeroed each call and kept until the backward: at most
-# _SEGMENT_BYTES in all (a 1080p camera with RGB gets 5 parts; three
-# 1944x1260 cameras, whose lists are short, none). _SEGMENTS = 0 turns the
-# cutting off. Environment variables override the defaults, for measuring.
+# as the lidar's. The number of parts is chosen as if their state took, per
+# part, pixels x (D + 2) reals and one int, at most _SEGMENT_BYTES in all (a
+# 1080p camera with RGB gets 5 parts; three 1944x1260 cameras, whose lists
+# are short, none). The state kept until the backward is less: one slot per
+# part that a tile has (csrc/tiles/splat_math.h), ~56 MB for the 1080p
+# camera. _SEGMENTS = 0 turns the cutting off. Environment variables
+# override the defaults, for measuring.
 _SEGMENTS = int(os.environ.get("NUREC_OPS_RC_SEGMENTS", "16"))
 _SEGMENT_MIN = int(os.environ.get("NUREC_OPS_RC_SEGMENT_MIN", "512"))
 _SEGMENT_BYTES = int(os.environ.get("NUREC_OPS_RC_SEGMENT_BYTES", str(256 << 20)))
@@ -231,13 +233,14 @@ def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, 
     S = segments if segments > 1 and means.device.type != "cpu" else 0
     H, W = height, width
     ty, tx = (H + _TILE - 1) // _TILE, (W + _TILE - 1) // _TILE
+    X = _binning.part_slots(S, capacity, segment_min, C * ty * tx)
     M = _binning.fake_intersections(means.device, capacity)
     e = means.new_empty
     i64, i32 = torch.int64, torch.int32
     return (e((C, H, W, D)), e((C, H, W, 1)), e((C, H, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),
             e((C * N * 3 if sh_degree >= 0 else 0,)), e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64),
-            e((C, H, W)), e((C, H, W), dtype=i32), e((2,), dtype=i64), e((S, C, H, W, D + 2)),
-            e((S, C, H, W), dtype=i32), e((C if shutter else 0, N)))
+            e((C, H, W)), e((C, H, W), dtype=i32), e((2,), dtype=i64), e((S, X, _TILE * _TILE, D + 2)),
+            e((S, X, _TILE * _TILE), dtype=i32), e((C if shutter else 0, N)))
 
 
 @torch.library.register_fake("nurec_ops::rasterize_camera_bwd")

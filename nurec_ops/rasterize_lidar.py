@@ -255,11 +255,13 @@ def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, c
     ty, tx = (R + _TILE_ROWS - 1) // _TILE_ROWS, (W + _TILE_COLS - 1) // _TILE_COLS
     M = _binning.fake_intersections(means.device, capacity)
     S = segments if segments > 1 and means.device.type != "cpu" else 0
+    X = _binning.part_slots(S, capacity, segment_min, C * ty * tx)
     e = means.new_empty
     i64, i32 = torch.int64, torch.int32
     return (e((C, R, W, D)), e((C, R, W, 1)), e((C, R, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),
             e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64), e((C, R, W)), e((C, R, W), dtype=i32),
-            e((2,), dtype=i64), e((S, C, R, W, D + 2)), e((S, C, R, W), dtype=i32),
+            e((2,), dtype=i64), e((S, X, _TILE_ROWS * _TILE_COLS, D + 2)),
+            e((S, X, _TILE_ROWS * _TILE_COLS), dtype=i32),
             e((C if viewmats_end is not None else 0, N)))
 
 

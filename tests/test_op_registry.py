@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from conftest import (DEVICES, DTYPES, GRAD_ORDER_FLOOR, assert_all_finite, assert_close, assert_close_to_reference,
                       gpu, poison_allocator)
 from op_cases import params
+from nurec_ops import _binning
 
 F32, F64 = torch.float32, torch.float64
 
@@ -240,6 +241,52 @@ def longest_list(case, inputs):
     return int((r[..., 1] - r[..., 0]).max())
 
 
+def _segment_count(segments, segment_min, n):
+    """csrc/tiles/splat_math.h: nurec_splat_segment_count (parts of a list of n entries)."""
+    if segments <= 1 or n <= segment_min:
+        return 1
+    seg_len = max(-(-n // segments), segment_min)
+    return -(-n // seg_len)
+
+
+@pytest.mark.parametrize("segments,segment_min", [(2, 1), (4, 3), (8, 8), (16, 512), (16, 777), (64, 1), (5, 100)])
+def test_part_slots_never_meet(segments, segment_min):
+    """The parts' state layout (tiles/splat_math.h, nurec_splat_part_layout,
+    ported): on random tile lists, up to a full capacity, every part of
+    every cut list gets its own slot, inside the S x X slots the fake
+    kernels size (nurec_ops._binning.part_slots, the glue's rule)."""
+    g = torch.Generator().manual_seed(segments * 1000 + segment_min)
+    m = 1 << (segment_min.bit_length() - 1)
+    edge = [segment_min, segment_min + 1, 2 * segment_min - 1, 2 * segment_min, segments * segment_min + 1, 1, 0]
+    modes = set()
+    for trial in range(40):
+        tiles = int(torch.randint(1, 300, (1,), generator=g))
+        # odd trials as real scenes have them: most lists short, a tenth long
+        # (slots by the lists' starts); even ones all long (slots by tile)
+        short = torch.randint(0, segment_min + 1, (tiles,), generator=g)
+        long = torch.randint(0, 4 * segments * segment_min, (tiles,), generator=g)
+        pick_long = (torch.rand(tiles, generator=g) < 0.1) | torch.tensor(trial % 2 == 0)
+        lens = torch.where(pick_long, long, short).tolist()
+        lens = [edge[(t + trial) % len(edge)] if t % 3 == 0 else n for t, n in enumerate(lens)]
+        capacity = sum(lens) + int(torch.randint(0, 50, (1,), generator=g))
+        by_start = (2 * capacity) >> (m.bit_length() - 1)
+        by_tile = segments * tiles
+        modes.add(by_start <= by_tile)
+        X = _binning.part_slots(segments, capacity, segment_min, tiles)
+        assert segments * X >= min(by_start, by_tile) and X >= 1
+        used, start = set(), 0
+        for t, n in enumerate(lens):
+            parts = _segment_count(segments, segment_min, n)
+            if parts > 1:
+                base = ((2 * start) >> (m.bit_length() - 1)) if by_start <= by_tile else t * segments
+                slots = set(range(base, base + parts))
+                assert not slots & used, (t, n, start, sorted(slots & used))
+                assert max(slots) < segments * X, (t, n, max(slots), segments * X)
+                used |= slots
+            start += n
+    assert modes == {True, False}, f"only slots by {'start' if True in modes else 'tile'} were drawn"
+
+
 def _parts_params(pred=lambda parts: True, marks=()):
     """The rows with parts (sanitizers: the families' main rows, with their edge scenes)."""
     return params(lambda c: c.parts is not None and pred(c.parts), marks)
@@ -288,7 +335,7 @@ def test_parts_match_one_walk(case, seed, monkeypatch):
         assert err < 1e-9, (k, err.item())
     fwd = raw_forward(case, s, 8, case.parts.long_min)
     assert fwd["seg_state"].shape[0] == 8 and fwd["seg_last"].shape[0] == 8
-    assert ((fwd["seg_last"][1:] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
+    assert ((fwd["seg_last"] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
 
 
 @gpu
@@ -301,7 +348,7 @@ def test_parts_outputs_same_every_call(case):
     s = case.parts.long("cuda", F32)
     bits = lambda t: t.view(torch.uint8) if t.is_floating_point() else t  # noqa: E731  (NaN == NaN too)
     first = raw_forward(case, s, 8, case.parts.long_min)
-    assert ((first["seg_last"][1:] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
+    assert ((first["seg_last"] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
     needed = int(first["status"][0])
     for _ in range(3):
         poison_allocator("cuda")

@@ -36,7 +36,9 @@ extern "C" {
 #endif
 #define RC_BWD_MIN_BLOCKS_F64 2
 #ifndef RC_BWD_DIRECT_LANES
-#define RC_BWD_DIRECT_LANES 4             /* up to this many contributing lanes: direct atomics */
+/* up to this many contributing lanes: direct atomics (4 was 2% slower, 12 and 16
+   slower still: H200, session 15) */
+#define RC_BWD_DIRECT_LANES 8
 #endif
 /* the same with SPEC 8's absgrad: its own knob. Swept on the H200 (session 15,
    benchmarks/RESULTS.md): absgrad's cost on the street camera / lidar was
@@ -128,11 +130,11 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
     int passes = num_passes(p);
     const dim3 grid = tile_grid(p, passes);
     if (p->segments > 1) {
-        /* the parts' state is an output of the op (for the backward), and most
-           of its slots belong to parts that a tile does not have: zeros there,
+        /* the parts' state is an output of the op (for the backward), and some
+           of its slots belong to no part (tiles/splat_math.h): zeros there,
            so that every output is defined and the same call to call */
         const size_t pixels = (size_t)(p->num_cameras * p->height * (int64_t)p->width);
-        const size_t slots = (size_t)p->segments * pixels;
+        const size_t slots = (size_t)p->seg_slots * RC_BLOCK;
         /* parts publish where they stop a pixel in p.last (rc_forward_body): start high */
         if (cudaMemsetAsync(p->last, 0x7f, sizeof(int32_t) * pixels, s) != cudaSuccess) return NUREC_ERR_CUDA;
         if (cudaMemsetAsync(p->seg_state, 0, (f64 ? 8 : 4) * (size_t)(p->channels + 2) * slots, s) != cudaSuccess ||

@@ -67,6 +67,12 @@ NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int pa
     return true;
 }
 
+/* Where this thread's pixel keeps its part's state: the part's slot
+ * (tiles/splat_math.h) of the tile's 256 pixels, the thread's own one. */
+NUREC_HD_DEV int64_t NR(rc_part_cell)(const nurec_rasterize_camera_params& p, const NR(rc_place)& w) {
+    return nurec_splat_part_slot(p.seg_shift, p.segments, w.tile, w.start, w.seg) * RC_BLOCK + threadIdx.x;
+}
+
 /* Composites a taken staged entry r (alpha a) into the pixel's T, features
  * and depth; false, changing nothing, where T would fall below the cut-off
  * (the pixel stops before it). */
@@ -103,7 +109,7 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
     const bool overflow = p.status[1] != 0;
     const int sh = p.sh_degree >= 0;
     const real_t px = (real_t)w.x + (real_t)0.5, py = (real_t)w.y + (real_t)0.5;
-    const int64_t at = w.seg * (p.num_cameras * p.height * (int64_t)p.width) + pix;
+    const int64_t at = NR(rc_part_cell)(p, w); /* its part's slot of this pixel (when cut) */
     real_t T = 1, dep = 0, acc[RC_CH];
     for (int k = 0; k < RC_CH; ++k) acc[k] = 0;
     int32_t last = 0;
@@ -210,9 +216,11 @@ struct NR(rc_cells) {
     __device__ static int64_t count(const nurec_rasterize_camera_params& p) {
         return p.num_cameras * p.height * (int64_t)p.width;
     }
-    __device__ static int64_t tile(const nurec_rasterize_camera_params& p, int64_t pix) {
+    static constexpr int per_tile = RC_BLOCK;
+    __device__ static int64_t tile(const nurec_rasterize_camera_params& p, int64_t pix, int* local) {
         const int64_t HW = p.height * (int64_t)p.width, cz = pix / HW;
         const int y = (int)((pix - cz * HW) / p.width), x = (int)(pix % p.width);
+        *local = (y % NUREC_TILE) * NUREC_TILE + x % NUREC_TILE;
         return (cz * p.tiles_y + y / NUREC_TILE) * p.tiles_x + x / NUREC_TILE;
     }
     struct Out {
@@ -279,7 +287,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             S[q] = bg ? T_final * bg[cz * D + c0 + q] : (real_t)0;
         }
         if (w.multi) { /* a part: from T after it and what lies behind it (the combine's suffix sums) */
-            const int64_t at = w.seg * (p.num_cameras * p.height * (int64_t)p.width) + pix;
+            const int64_t at = NR(rc_part_cell)(p, w);
             const real_t* st = (const real_t*)p.seg_state + (D + 2) * at;
             for (int q = 0; q < RC_CH; ++q)
                 if (q < nch) S[q] += st[c0 + q];

@@ -186,7 +186,8 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
     Tensor alpha = empty_like_shape(in.means, {C, H, W, 1});
     splat_binning_buffers(b, in.means, p, C, H, W);
     Tensor seg_state, seg_last;
-    splat_segment_buffers(in.means, p, C, H, W, D, seg_state, seg_last);
+    splat_segment_buffers(in.means, p, capacity, C * (int64_t)p.tiles_y * p.tiles_x, NUREC_TILE * NUREC_TILE, D,
+                          seg_state, seg_last);
     p.render = render.data_ptr();
     p.depth = depth.data_ptr();
     p.alpha = alpha.data_ptr();
@@ -237,7 +238,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_cam
         check_device(op, "saved tensors and gradients", *t, means, "means");
     SplatBuffers b = splat_saved(op, means, p, C, H, W, "[C, H, W]", records, counts, isect_items,
                                  tile_ranges, final_T, last, status);
-    splat_segments_saved(op, means, p, C, H, W, D, seg_state, seg_last, segment_min);
+    splat_segments_saved(op, means, p, C * (int64_t)p.tiles_y * p.tiles_x, NUREC_TILE * NUREC_TILE, D, seg_state,
+                         seg_last, segment_min);
     rc_check_grid(op, in.means, p);
     grad_render = dense(grad_render);
     grad_depth = dense(grad_depth);

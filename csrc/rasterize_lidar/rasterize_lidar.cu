@@ -58,7 +58,9 @@ extern "C" {
 #define RL_FWD_BOUNDS __launch_bounds__(RL_BLOCK)
 #endif
 #ifndef RL_BWD_DIRECT_LANES
-#define RL_BWD_DIRECT_LANES 4              /* up to this many contributing lanes: direct atomics */
+/* up to this many contributing lanes: direct atomics (4 was 2.5% slower, 12 and 16
+   slower still: H200, session 15) */
+#define RL_BWD_DIRECT_LANES 8
 #endif
 /* the same with SPEC 8's absgrad: its own knob. Swept on the H200 (session 15,
    benchmarks/RESULTS.md): absgrad's cost on the street camera / lidar was
@@ -172,11 +174,11 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
     int passes = num_passes(p);
     if (p->segments > 1) {
         const size_t rays = (size_t)(p->num_sweeps * p->rows * (int64_t)p->cols);
-        const size_t slots = (size_t)p->segments * rays;
+        const size_t slots = (size_t)p->seg_slots * RL_BLOCK;
         /* parts publish where they stop a ray in p.last (rl_forward_body): start high */
         if (cudaMemsetAsync(p->last, 0x7f, sizeof(int32_t) * rays, s) != cudaSuccess) return NUREC_ERR_CUDA;
-        /* the parts' state is an output of the op (for the backward), and most
-           of its slots belong to parts that a tile does not have: zeros there,
+        /* the parts' state is an output of the op (for the backward), and some
+           of its slots belong to no part (tiles/splat_math.h): zeros there,
            so that every output is defined and the same call to call */
         if (cudaMemsetAsync(p->seg_state, 0, (f64 ? 8 : 4) * (size_t)(p->channels + 2) * slots, s) != cudaSuccess ||
             cudaMemsetAsync(p->seg_last, 0, sizeof(int32_t) * slots, s) != cudaSuccess)

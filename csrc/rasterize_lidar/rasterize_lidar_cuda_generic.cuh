@@ -223,6 +223,7 @@ typedef struct NR(rl_place) {
     int pass, i, j;                       /* channel pass; this thread's ray */
     bool inside, multi;                   /* ray exists; list cut into parts */
     int seg;
+    int cell;                             /* the ray's place among its tile's */
 } NR(rl_place);
 
 /* false: this block has no part to work on (uniform over the block). */
@@ -235,6 +236,7 @@ NUREC_HD_DEV bool NR(rl_place_of)(const nurec_rasterize_lidar_params& p, int pas
     const int per_tile = RL_BLOCK / blockDim.x;
     const int tx = blockIdx.x / per_tile;
     const int tid = (blockIdx.x - tx * per_tile) * blockDim.x + threadIdx.x;
+    w->cell = tid;
     w->j = tx * NUREC_RL_TILE_COLS + (tid % NUREC_RL_TILE_COLS);
     w->i = blockIdx.y * NUREC_RL_TILE_ROWS + (tid / NUREC_RL_TILE_COLS);
     w->inside = w->j < p.cols && w->i < p.rows;
@@ -248,6 +250,13 @@ NUREC_HD_DEV bool NR(rl_place_of)(const nurec_rasterize_lidar_params& p, int pas
     w->lo = w->multi ? w->start + w->seg * seg_len : w->start;
     w->hi = w->multi && w->lo + seg_len < w->end ? w->lo + seg_len : w->end;
     return true;
+}
+
+/* Where this thread's ray keeps its part's state: the part's slot
+ * (tiles/splat_math.h) of the tile's rays, the ray's own one. */
+NUREC_HD_DEV int64_t NR(rl_part_cell)(const nurec_rasterize_lidar_params& p, const NR(rl_place)& w) {
+    return nurec_splat_part_slot(p.seg_shift, p.segments, w.tile, w.start, w.seg) * (NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS) +
+           w.cell;
 }
 
 /* Forward: one block per (tile slice, sweep, pass of up to RL_CH channels), one
@@ -274,7 +283,7 @@ __device__ __forceinline__ void NR(rl_forward_body)(const nurec_rasterize_lidar_
     }
     bool done = !inside || overflow;
     const int64_t ray = (cz * p.rows + i) * (int64_t)p.cols + j;
-    const int64_t at = w.seg * (p.num_sweeps * p.rows * (int64_t)p.cols) + ray;
+    const int64_t at = NR(rl_part_cell)(p, w); /* its part's slot of this ray (when cut) */
     real_t T = 1;
     if (fixup && !done) {
         done = (p.seg_last[at] & NUREC_RL_SEG_FIXUP) == 0;
@@ -361,9 +370,11 @@ struct NR(rl_cells) {
     __device__ static int64_t count(const nurec_rasterize_lidar_params& p) {
         return p.num_sweeps * p.rows * (int64_t)p.cols;
     }
-    __device__ static int64_t tile(const nurec_rasterize_lidar_params& p, int64_t ray) {
+    static constexpr int per_tile = NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS;
+    __device__ static int64_t tile(const nurec_rasterize_lidar_params& p, int64_t ray, int* local) {
         const int64_t cz = ray / (p.rows * (int64_t)p.cols);
         const int i = (int)((ray / p.cols) % p.rows), j = (int)(ray % p.cols);
+        *local = (i % NUREC_RL_TILE_ROWS) * NUREC_RL_TILE_COLS + j % NUREC_RL_TILE_COLS;
         return (cz * p.tiles_y + i / NUREC_RL_TILE_ROWS) * p.tiles_x + j / NUREC_RL_TILE_COLS;
     }
     struct Out {
@@ -423,7 +434,7 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
         T = T_final;
         last = p.last[ray];
         if (w.multi) {
-            const int64_t at = w.seg * (p.num_sweeps * p.rows * (int64_t)p.cols) + ray;
+            const int64_t at = NR(rl_part_cell)(p, w);
             const real_t* st = (const real_t*)p.seg_state + (D + 2) * at;
             for (int q = 0; q < RL_CH; ++q)
                 if (q < nch) S[q] = st[c0 + q];

@@ -159,7 +159,8 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
     Tensor alpha = empty_like_shape(in.means, {C, R, W, 1});
     splat_binning_buffers(b, in.means, p, C, R, W);
     Tensor seg_state, seg_last;
-    splat_segment_buffers(in.means, p, C, R, W, D, seg_state, seg_last);
+    splat_segment_buffers(in.means, p, capacity, C * (int64_t)p.tiles_y * p.tiles_x,
+                          NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS, D, seg_state, seg_last);
     p.out_features = out.data_ptr();
     p.range = range.data_ptr();
     p.alpha = alpha.data_ptr();
@@ -202,7 +203,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lid
         check_device(op, "saved tensors and gradients", *t, means, "means");
     SplatBuffers b = splat_saved(op, means, p, C, R, W, "[C, R, W]", records, counts, isect_items,
                                  tile_ranges, final_T, last, status);
-    splat_segments_saved(op, means, p, C, R, W, D, seg_state, seg_last, segment_min);
+    splat_segments_saved(op, means, p, C * (int64_t)p.tiles_y * p.tiles_x, NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS,
+                         D, seg_state, seg_last, segment_min);
     grad_features = dense(grad_features);
     grad_range = dense(grad_range);
     grad_alpha = dense(grad_alpha);

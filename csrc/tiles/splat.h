@@ -62,8 +62,11 @@
     /* blocks, each on its own part from T = 1, chained per cell. */ \
     int segments; \
     int64_t segment_min; \
-    void* seg_state;         /* [segments, C, cells, D + 2] per part: features, depth, T */ \
-    int32_t* seg_last;       /* [segments, C, cells] per part: last entry | NUREC_SPLAT_SEG_* flags */ \
+    /* per part slot (nurec_splat_part_slot) and cell of its tile: */ \
+    int64_t seg_slots;       /* slots of seg_state / seg_last */ \
+    int seg_shift;           /* how a part finds its slot (nurec_splat_part_layout) */ \
+    void* seg_state;         /* [seg_slots, cells per tile, D + 2]: features, depth, T */ \
+    int32_t* seg_last;       /* [seg_slots, cells per tile]: last entry | NUREC_SPLAT_SEG_* flags */ \
     void* workspace;         /* CUDA binning scratch */ \
     size_t workspace_bytes; \
     void* alpha;             /* [C, cells] forward output */ \

@@ -8,6 +8,7 @@
 
 extern "C" {
 #include "tiles/splat.h"
+#include "tiles/splat_math.h"
 #include "tiles/tiles.h"
 }
 
@@ -256,33 +257,47 @@ void splat_segments(const char* op, Params& p, int64_t segments, int64_t segment
     p.segment_min = segment_min;
 }
 
-// The parts' per-cell state of a forward ([S, C, rows, cols, D + 2] reals,
-// [S, C, rows, cols] int32; S = 0 without parts), allocated and bound.
+// The parts' per-cell state of a forward: [S, X, cells per tile, D + 2]
+// reals and [S, X, cells per tile] int32, S = 0 without parts (the CPU;
+// segments <= 1). Its S x X slots (tiles/splat_math.h, indexed over the
+// first two dimensions together) are the fewest that S divides, at least
+// what nurec_splat_part_layout needs (X >= 1): the backward reads S back
+// from the shape. Allocated and bound; zeroed by the forward launcher.
 template <class Params>
-void splat_segment_buffers(const Tensor& like, Params& p, int64_t images, int64_t rows, int64_t cols,
-                           int64_t channels, Tensor& state, Tensor& last) {
-    const int64_t S = p.segments > 1 ? p.segments : 0;
-    state = empty_like_shape(like, {S, images, rows, cols, channels + 2});
-    last = empty_dense(like, {S, images, rows, cols}, aoti_torch_dtype_int32());
+void splat_segment_buffers(const Tensor& like, Params& p, int64_t capacity, int64_t tiles,
+                           int64_t cells_per_tile, int64_t channels, Tensor& state, Tensor& last) {
+    const int64_t S = p.segments > 1 && !like.is_cpu() ? p.segments : 0;
+    const int64_t slots = S > 0 ? nurec_splat_part_layout(capacity, p.segment_min, (int)S, tiles, &p.seg_shift) : 0;
+    /* X >= 1: two empty dimensions gave torch's schema check a negative storage size */
+    const int64_t X = S > 0 && slots > S ? (slots + S - 1) / S : 1;
+    state = empty_like_shape(like, {S, X, cells_per_tile, channels + 2});
+    last = empty_dense(like, {S, X, cells_per_tile}, aoti_torch_dtype_int32());
+    p.seg_slots = S * X;
     p.seg_state = state.data_ptr();
     p.seg_last = (int32_t*)last.data_ptr();
 }
 
-// The backward's part state from its forward: checked, made dense, bound.
+// The backward's part state from its forward: checked, made dense, bound
+// (p.capacity: the forward's, from its intersection list).
 template <class Params>
-void splat_segments_saved(const char* op, const Tensor& means, Params& p, int64_t images, int64_t rows,
-                          int64_t cols, int64_t channels, Tensor& seg_state, Tensor& seg_last,
-                          int64_t segment_min) {
-    check_shape(op, "seg_state", seg_state, {-1, images, rows, cols, channels + 2}, "[S, C, rows, cols, D + 2]");
+void splat_segments_saved(const char* op, const Tensor& means, Params& p, int64_t tiles, int64_t cells_per_tile,
+                          int64_t channels, Tensor& seg_state, Tensor& seg_last, int64_t segment_min) {
+    check_shape(op, "seg_state", seg_state, {-1, -1, cells_per_tile, channels + 2},
+                "[S, slots / S, cells per tile, D + 2]");
     check_real(op, "seg_state", seg_state, means, "means");
-    const int64_t S = seg_state.size(0);
-    check_shape(op, "seg_last", seg_last, {S, images, rows, cols}, "[S, C, rows, cols] (S = seg_state.shape[0])");
+    const int64_t S = seg_state.size(0), X = seg_state.size(1);
+    check_shape(op, "seg_last", seg_last, {S, X, cells_per_tile},
+                "[S, slots / S, cells per tile] (as seg_state's)");
     check_dtype(op, "seg_last", seg_last, ScalarType::Int);
     check_device(op, "saved tensors and gradients", seg_state, means, "means");
     check_device(op, "saved tensors and gradients", seg_last, means, "means");
     NUREC_CHECK(S != 1 && (S == 0 || !means.is_cpu()), "nurec_ops.", op,
                 ": `seg_state` must come from the forward (0 parts, or 2 and more on CUDA), got ", S);
     splat_segments(op, p, S, segment_min);
+    const int64_t need = S > 0 ? nurec_splat_part_layout(p.capacity, segment_min, (int)S, tiles, &p.seg_shift) : 0;
+    NUREC_CHECK(S * X >= need, "nurec_ops.", op, ": `seg_state` must come from the forward: ", S * X,
+                " part slots, its capacity and tiles need ", need);
+    p.seg_slots = S * X;
     seg_state = dense(seg_state);
     seg_last = dense(seg_last);
     p.seg_state = seg_state.data_ptr();
