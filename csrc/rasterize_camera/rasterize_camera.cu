@@ -134,11 +134,11 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
            of its slots belong to no part (tiles/splat_math.h): zeros there,
            so that every output is defined and the same call to call */
         const size_t pixels = (size_t)(p->num_cameras * p->height * (int64_t)p->width);
-        const size_t slots = (size_t)p->seg_slots * RC_BLOCK;
+        const size_t cells = (size_t)p->seg_slots * RC_BLOCK; /* the slots' cells */
         /* parts publish where they stop a pixel in p.last (rc_forward_body): start high */
         if (cudaMemsetAsync(p->last, 0x7f, sizeof(int32_t) * pixels, s) != cudaSuccess) return NUREC_ERR_CUDA;
-        if (cudaMemsetAsync(p->seg_state, 0, (f64 ? 8 : 4) * (size_t)(p->channels + 2) * slots, s) != cudaSuccess ||
-            cudaMemsetAsync(p->seg_last, 0, sizeof(int32_t) * slots, s) != cudaSuccess)
+        if (cudaMemsetAsync(p->seg_state, 0, (f64 ? 8 : 4) * (size_t)(p->channels + 2) * cells, s) != cudaSuccess ||
+            cudaMemsetAsync(p->seg_last, 0, sizeof(int32_t) * cells, s) != cudaSuccess)
             return NUREC_ERR_CUDA;
     }
     if (f64) rc_forward_kernel_f64<<<grid, RC_BLOCK, 0, s>>>(*p, passes);

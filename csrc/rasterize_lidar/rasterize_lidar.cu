@@ -174,14 +174,14 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
     int passes = num_passes(p);
     if (p->segments > 1) {
         const size_t rays = (size_t)(p->num_sweeps * p->rows * (int64_t)p->cols);
-        const size_t slots = (size_t)p->seg_slots * RL_BLOCK;
+        const size_t cells = (size_t)p->seg_slots * RL_BLOCK; /* the slots' cells */
         /* parts publish where they stop a ray in p.last (rl_forward_body): start high */
         if (cudaMemsetAsync(p->last, 0x7f, sizeof(int32_t) * rays, s) != cudaSuccess) return NUREC_ERR_CUDA;
         /* the parts' state is an output of the op (for the backward), and some
            of its slots belong to no part (tiles/splat_math.h): zeros there,
            so that every output is defined and the same call to call */
-        if (cudaMemsetAsync(p->seg_state, 0, (f64 ? 8 : 4) * (size_t)(p->channels + 2) * slots, s) != cudaSuccess ||
-            cudaMemsetAsync(p->seg_last, 0, sizeof(int32_t) * slots, s) != cudaSuccess)
+        if (cudaMemsetAsync(p->seg_state, 0, (f64 ? 8 : 4) * (size_t)(p->channels + 2) * cells, s) != cudaSuccess ||
+            cudaMemsetAsync(p->seg_last, 0, sizeof(int32_t) * cells, s) != cudaSuccess)
             return NUREC_ERR_CUDA;
     }
     if (f64) rl_forward_kernel_f64<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
