@@ -67,12 +67,6 @@ NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int pa
     return true;
 }
 
-/* Where this thread's pixel keeps its part's state: the part's slot
- * (tiles/splat_math.h) of the tile's 256 pixels, the thread's own one. */
-NUREC_HD_DEV int64_t NR(rc_part_cell)(const nurec_rasterize_camera_params& p, const NR(rc_place)& w) {
-    return nurec_splat_part_slot(p.seg_shift, p.segments, w.tile, w.start, w.seg) * RC_BLOCK + threadIdx.x;
-}
-
 /* Composites a taken staged entry r (alpha a) into the pixel's T, features
  * and depth; false, changing nothing, where T would fall below the cut-off
  * (the pixel stops before it). */
@@ -109,7 +103,8 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
     const bool overflow = p.status[1] != 0;
     const int sh = p.sh_degree >= 0;
     const real_t px = (real_t)w.x + (real_t)0.5, py = (real_t)w.y + (real_t)0.5;
-    const int64_t at = NR(rc_part_cell)(p, w); /* its part's slot of this pixel (when cut) */
+    /* its part's slot of this pixel (when cut): the thread's cell of its tile's */
+    const int64_t at = nurec_splat_part_at<RC_BLOCK>(p, w.tile, w.start, threadIdx.x, w.seg);
     real_t T = 1, dep = 0, acc[RC_CH];
     for (int k = 0; k < RC_CH; ++k) acc[k] = 0;
     int32_t last = 0;
@@ -287,7 +282,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             S[q] = bg ? T_final * bg[cz * D + c0 + q] : (real_t)0;
         }
         if (w.multi) { /* a part: from T after it and what lies behind it (the combine's suffix sums) */
-            const int64_t at = NR(rc_part_cell)(p, w);
+            const int64_t at = nurec_splat_part_at<RC_BLOCK>(p, w.tile, w.start, threadIdx.x, w.seg);
             const real_t* st = (const real_t*)p.seg_state + (D + 2) * at;
             for (int q = 0; q < RC_CH; ++q)
                 if (q < nch) S[q] += st[c0 + q];

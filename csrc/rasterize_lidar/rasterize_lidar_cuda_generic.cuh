@@ -252,13 +252,6 @@ NUREC_HD_DEV bool NR(rl_place_of)(const nurec_rasterize_lidar_params& p, int pas
     return true;
 }
 
-/* Where this thread's ray keeps its part's state: the part's slot
- * (tiles/splat_math.h) of the tile's rays, the ray's own one. */
-NUREC_HD_DEV int64_t NR(rl_part_cell)(const nurec_rasterize_lidar_params& p, const NR(rl_place)& w) {
-    return nurec_splat_part_slot(p.seg_shift, p.segments, w.tile, w.start, w.seg) * (NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS) +
-           w.cell;
-}
-
 /* Forward: one block per (tile slice, sweep, pass of up to RL_CH channels), one
  * thread per ray of the tile; each warp walks the list on its own (above).
  * fixup = 1: the second walk of the parts where a ray's cut-off falls (see
@@ -283,7 +276,8 @@ __device__ __forceinline__ void NR(rl_forward_body)(const nurec_rasterize_lidar_
     }
     bool done = !inside || overflow;
     const int64_t ray = (cz * p.rows + i) * (int64_t)p.cols + j;
-    const int64_t at = NR(rl_part_cell)(p, w); /* its part's slot of this ray (when cut) */
+    /* its part's slot of this ray (when cut): the ray's cell of its tile's */
+    const int64_t at = nurec_splat_part_at<RL_BLOCK>(p, w.tile, w.start, w.cell, w.seg);
     real_t T = 1;
     if (fixup && !done) {
         done = (p.seg_last[at] & NUREC_RL_SEG_FIXUP) == 0;
@@ -434,7 +428,7 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
         T = T_final;
         last = p.last[ray];
         if (w.multi) {
-            const int64_t at = NR(rl_part_cell)(p, w);
+            const int64_t at = nurec_splat_part_at<RL_BLOCK>(p, w.tile, w.start, w.cell, w.seg);
             const real_t* st = (const real_t*)p.seg_state + (D + 2) * at;
             for (int q = 0; q < RL_CH; ++q)
                 if (q < nch) S[q] = st[c0 + q];

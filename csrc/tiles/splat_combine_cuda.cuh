@@ -33,11 +33,12 @@
 #include "tiles/splat_math.h"
 
 /* A cell's place in part s's slot (tiles/splat_math.h): slot x cells per
- * tile + its place in the tile. */
-template <typename Cells, typename Params>
-__device__ __forceinline__ int64_t nurec_splat_part_at(const Params& p, int64_t tile, int64_t start, int local,
-                                                       int s) {
-    return nurec_splat_part_slot(p.seg_shift, p.segments, tile, start, s) * Cells::per_tile + local;
+ * tile + its place `local` in the tile (the combine's cells and the walks'
+ * threads alike). */
+template <int kPerTile, typename Params>
+__device__ __forceinline__ int64_t nurec_splat_part_at(const Params& p, int64_t tile, int64_t start,
+                                                       int64_t local, int s) {
+    return nurec_splat_part_slot(p.seg_shift, p.segments, tile, start, s) * kPerTile + local;
 }
 
 template <typename Real, typename Cells, typename Params>
@@ -48,7 +49,7 @@ __device__ __forceinline__ void nurec_splat_combine_finish(const Params& p, int6
     const typename Cells::Out o = Cells::out(p, cell);
     Real* state = (Real*)p.seg_state;
     for (int s = used; s < n; ++s) { /* behind the cut-off: nothing to sweep */
-        const int64_t at = nurec_splat_part_at<Cells>(p, tile, start, local, s);
+        const int64_t at = nurec_splat_part_at<Cells::per_tile>(p, tile, start, local, s);
         Real* st = state + E * at;
         for (int64_t q = 0; q <= D; ++q) st[q] = 0;
         st[D + 1] = P;
@@ -59,7 +60,7 @@ __device__ __forceinline__ void nurec_splat_combine_finish(const Params& p, int6
     for (int64_t q = 0; q <= D; ++q) {
         Real behind = 0;
         for (int s = used - 1; s >= 0; --s) {
-            Real* v = state + E * nurec_splat_part_at<Cells>(p, tile, start, local, s) + q;
+            Real* v = state + E * nurec_splat_part_at<Cells::per_tile>(p, tile, start, local, s) + q;
             const Real c = *v;
             *v = behind;
             behind += c;
@@ -88,9 +89,9 @@ __device__ __forceinline__ void nurec_splat_combine(const Params& p, int phase) 
         const int32_t open = p.last[cell];
         if (open >= 0) return;
         int s = 1;
-        while (s < n - 1 && (p.seg_last[nurec_splat_part_at<Cells>(p, tile, start, local, s)] & NUREC_SPLAT_SEG_FIXUP) == 0)
+        while (s < n - 1 && (p.seg_last[nurec_splat_part_at<Cells::per_tile>(p, tile, start, local, s)] & NUREC_SPLAT_SEG_FIXUP) == 0)
             ++s;
-        const int64_t at = nurec_splat_part_at<Cells>(p, tile, start, local, s);
+        const int64_t at = nurec_splat_part_at<Cells::per_tile>(p, tile, start, local, s);
         const int32_t sl = p.seg_last[at] & NUREC_SPLAT_SEG_LAST;
         const Real P = state[E * at + D + 1];
         nurec_splat_combine_finish<Real, Cells>(p, cell, tile, start, local, n, s + 1, P, sl > 0 ? sl : -open - 1);
@@ -99,7 +100,7 @@ __device__ __forceinline__ void nurec_splat_combine(const Params& p, int phase) 
     Real P = 1;
     int32_t last = 0;
     for (int s = 0; s < n; ++s) {
-        const int64_t at = nurec_splat_part_at<Cells>(p, tile, start, local, s);
+        const int64_t at = nurec_splat_part_at<Cells::per_tile>(p, tile, start, local, s);
         Real* st = state + E * at;
         int32_t* sl = p.seg_last + at;
         const bool stopped = (*sl & NUREC_SPLAT_SEG_STOPPED) != 0;

@@ -4,6 +4,8 @@
 #ifndef NUREC_SPLAT_GLUE_H
 #define NUREC_SPLAT_GLUE_H
 
+#include <algorithm>
+
 #include "glue_launch.h"
 
 extern "C" {
@@ -269,7 +271,7 @@ void splat_segment_buffers(const Tensor& like, Params& p, int64_t capacity, int6
     const int64_t S = p.segments > 1 && !like.is_cpu() ? p.segments : 0;
     const int64_t slots = S > 0 ? nurec_splat_part_layout(capacity, p.segment_min, (int)S, tiles, &p.seg_shift) : 0;
     /* X >= 1: two empty dimensions gave torch's schema check a negative storage size */
-    const int64_t X = S > 0 && slots > S ? (slots + S - 1) / S : 1;
+    const int64_t X = S > 0 ? std::max<int64_t>((slots + S - 1) / S, 1) : 1;
     state = empty_like_shape(like, {S, X, cells_per_tile, channels + 2});
     last = empty_dense(like, {S, X, cells_per_tile}, aoti_torch_dtype_int32());
     p.seg_slots = S * X;
