@@ -75,11 +75,12 @@ NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int pa
  * slot (unused by the steps) as a bit per warp, so that the backward's warp
  * skips the entries that miss its rows without computing their alphas (the
  * lidar's walks cull per warp the same way). H200, session 16:
- * rc_backward_kernel 1,677 -> 1,650 us (street), 873 -> 838 us (small
+ * rc_backward_kernel 1,673 -> 1,646 us (street), 877 -> 836 us (small
  * garden): the culled pairs are the cheap ones, where no pixel's alpha
- * reaches 1/255 anyway. The forward's walks were slower with it (street first walk 505 -> 574 us: the culled loop's
- * registers, 32 -> 48, and its bookkeeping per entry outweigh an alpha per
- * pair), so they do not cull. r: the record, y0: the tile's first row. */
+ * reaches 1/255 anyway. The forward's walks were slower with it (street
+ * first walk 505 -> 574 us: the culled loop's registers, 32 -> 48, and its
+ * bookkeeping per entry outweigh an alpha per pair), so they do not cull.
+ * r: the record, y0: the tile's first row. */
 #define RC_WARP_ROWS (32 / NUREC_TILE)
 #define RC_WARPS (RC_BLOCK / 32)
 NUREC_HD_DEV void NR(rc_stage_rows)(const real_t* r, real_t y0, real_t* e) {
