@@ -189,6 +189,48 @@ def test_parity_edge_gaussians(device, dtype):
     check_parity(scene, device, dtype, bg=True, grad_max_frac=0.02 if dtype == torch.float64 else 0.08)
 
 
+def warp_edge_scene(W=48, H=32, f=40.0, n=160):
+    """Small opaque Gaussians, many thin, whose footprints end a pixel or
+    less past the borders of the CUDA backward's warp blocks (8 x 4 pixels:
+    csrc/rasterize_camera's rc_bwd_cell; every 2nd row for the old whole-row
+    warps): a cull of the (warp, entry) pairs that is not conservative drops
+    whole edge rows or columns of some footprint, and gradients with them."""
+    g = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ()).item()))
+    z = 3.0 + torch.rand(n, generator=g, dtype=torch.float64)
+    col = torch.rand(n, generator=g) < 0.5  # half straddle a column border, half a row border
+    bx = 8.0 * torch.randint(1, W // 8, (n,), generator=g).double()
+    by = 2.0 * torch.randint(1, H // 2, (n,), generator=g).double()
+    ex = 0.5 + 3 * torch.rand(n, generator=g, dtype=torch.float64)  # footprint half-extent, pixels
+    side = torch.where(torch.rand(n, generator=g) < 0.5, -1.0, 1.0).double()
+    u = torch.where(col, bx + side * (ex - torch.rand(n, generator=g, dtype=torch.float64)),
+                    torch.rand(n, generator=g, dtype=torch.float64) * W)
+    v = torch.where(col, torch.rand(n, generator=g, dtype=torch.float64) * H,
+                    by + side * (ex - torch.rand(n, generator=g, dtype=torch.float64)))
+    K = torch.tensor([[f, 0, W / 2], [0, f, H / 2], [0, 0, 1]], dtype=torch.float64)
+    means = torch.stack(((u - W / 2) * z / f, (v - H / 2) * z / f, z), -1)
+    # the footprint's half-extent across the border ~ 3 sigma (o ~ 0.9): one
+    # axis thin (across), the other longer; a few rotated
+    across = ex * z / f / 3
+    along = (1 + 4 * torch.rand(n, generator=g, dtype=torch.float64)) * z / f
+    scales = torch.stack((torch.where(col, across, along), torch.where(col, along, across),
+                          torch.full((n,), 1e-3, dtype=torch.float64)), -1)
+    quats = torch.zeros(n, 4, dtype=torch.float64)
+    quats[:, 0] = 1.0
+    tilt = torch.rand(n, generator=g) < 0.25
+    quats[tilt] = random_quats(int(tilt.sum()))
+    return dict(means=means, quats=quats, scales=scales,
+                opacities=0.5 + 0.45 * torch.rand(n, generator=g, dtype=torch.float64),
+                features=torch.rand(n, 3, generator=g, dtype=torch.float64), viewmats=torch.eye(4)[None].double(),
+                Ks=K[None], width=W, height=H, sh_degree=None)
+
+
+@pytest.mark.sanitize
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_parity_warp_edges(device, dtype):
+    check_parity(warp_edge_scene(), device, dtype, bg=True)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_many_cameras_and_sizes(device):
     # odd sizes (partial tiles), more cameras, a wide image

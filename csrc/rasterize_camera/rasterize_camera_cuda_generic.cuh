@@ -40,18 +40,19 @@ NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
  * once (uniform over the block). */
 typedef struct NR(rc_place) {
     int64_t cz, tile, start, end, lo, hi, pix; /* camera; tile; its list; this block's part; pixel */
-    int pass, x, y, seg;
+    int pass, x, y, seg, cell; /* cell: the pixel's place in its tile, row-major (the parts' slots) */
     bool inside, multi;
 } NR(rc_place);
 
-NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int passes, NR(rc_place)* w) {
+NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int passes, int cell, NR(rc_place)* w) {
     const int nseg = p.segments > 1 ? p.segments : 1;
     const int64_t czp = blockIdx.z / nseg;
     w->seg = (int)(blockIdx.z - czp * nseg);
     w->cz = czp / passes;
     w->pass = (int)(czp - w->cz * passes);
-    w->x = blockIdx.x * NUREC_TILE + (threadIdx.x % NUREC_TILE);
-    w->y = blockIdx.y * NUREC_TILE + (threadIdx.x / NUREC_TILE);
+    w->cell = cell;
+    w->x = blockIdx.x * NUREC_TILE + (cell % NUREC_TILE);
+    w->y = blockIdx.y * NUREC_TILE + (cell / NUREC_TILE);
     w->inside = w->x < p.width && w->y < p.height;
     w->pix = (w->cz * p.height + w->y) * (int64_t)p.width + w->x;
     w->tile = (w->cz * p.tiles_y + blockIdx.y) * p.tiles_x + blockIdx.x;
@@ -67,33 +68,64 @@ NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int pa
     return true;
 }
 
-/* Which warps of a tile block a staged entry can reach. A warp holds
- * RC_WARP_ROWS whole pixel rows of its tile; the entry's footprint (d^T Q d
- * <= thr, the threshold the binning cut the tiles with: alpha < 1/255
- * outside it, rounding included) spans the rows v +- sqrt(thr Sigma_yy),
- * Sigma_yy = A / (A C - B^2). Written into the staged entry's threshold
- * slot (unused by the steps) as a bit per warp, so that the backward's warp
- * skips the entries that miss its rows without computing their alphas (the
- * lidar's walks cull per warp the same way). H200, session 16:
- * rc_backward_kernel 1,673 -> 1,646 us (street), 877 -> 836 us (small
- * garden): the culled pairs are the cheap ones, where no pixel's alpha
- * reaches 1/255 anyway. The forward's walks were slower with it (street
- * first walk 505 -> 574 us: the culled loop's registers, 32 -> 48, and its
- * bookkeeping per entry outweigh an alpha per pair), so they do not cull.
- * r: the record, y0: the tile's first row. */
-#define RC_WARP_ROWS (32 / NUREC_TILE)
+/* Which warps of a tile block a staged entry can reach, in the backward.
+ * There a warp holds a RC_BWD_WARP_W x RC_BWD_WARP_H block of its tile's
+ * pixels (rc_bwd_cell); the entry's footprint (d^T Q d <= thr, the threshold
+ * the binning cut the tiles with: alpha < 1/255 outside it, rounding
+ * included) lies in the box u +- sqrt(thr Sigma_xx), v +- sqrt(thr
+ * Sigma_yy), Sigma = inverse(Q). Written into the staged entry's threshold
+ * slot (unused by the steps) as a bit per warp, so that a warp skips the
+ * entries whose box misses its block without computing their alphas (the
+ * lidar's walks cull per warp the same way). H200, session 16, warps of two
+ * whole rows culled by rows: rc_backward_kernel 1,673 -> 1,646 us (street),
+ * 877 -> 836 us (small garden): the culled pairs are the cheap ones, where
+ * no pixel's alpha reaches 1/255 anyway. Warps of 8 x 4 pixels, culled by
+ * the box: fewer (warp, entry) pairs that contribute, and more pixels in
+ * each (a count on the small garden, footprints only: 4.95 -> 4.18 M pairs,
+ * 17.5 -> 20.8 pixels a pair). The forward's walks were slower with a cull
+ * (street first walk 505 -> 574 us: the culled loop's registers, 32 -> 48,
+ * and its bookkeeping per entry outweigh an alpha per pair), so they do not
+ * cull, and keep warps of whole rows. x0, y0: the tile's first column and
+ * row. */
+#ifndef RC_BWD_WARP_W
+#define RC_BWD_WARP_W 8
+#endif
+#define RC_BWD_WARP_H (32 / RC_BWD_WARP_W)
+#define RC_BWD_WARPS_X (NUREC_TILE / RC_BWD_WARP_W) /* warps across a tile */
 #define RC_WARPS (RC_BLOCK / 32)
-NUREC_HD_DEV void NR(rc_stage_rows)(const real_t* r, real_t y0, real_t* e) {
+#if RC_BWD_WARP_W * RC_BWD_WARP_H != 32 || NUREC_TILE % RC_BWD_WARP_W != 0 || NUREC_TILE % RC_BWD_WARP_H != 0
+#error "a backward warp's block of pixels must tile the tile"
+#endif
+#ifndef RC_BWD_CELL_ONCE /* not generic over real_t: once for both precisions */
+#define RC_BWD_CELL_ONCE
+/* The cell (row-major place in its tile) of thread t of the backward. */
+static __device__ __forceinline__ int rc_bwd_cell(int t) {
+    const int wi = t >> 5, l = t & 31;
+    const int row = (wi / RC_BWD_WARPS_X) * RC_BWD_WARP_H + l / RC_BWD_WARP_W;
+    const int col = (wi % RC_BWD_WARPS_X) * RC_BWD_WARP_W + l % RC_BWD_WARP_W;
+    return row * NUREC_TILE + col;
+}
+#endif
+/* The bits [klo, khi] of the span of groups of n cells that centres c -
+ * half .. c + half can meet, the groups' first cell at o (all 0..n_groups - 1
+ * when not finite: a degenerate conic). */
+NUREC_HD_DEV unsigned NR(rc_span_bits)(real_t c, real_t half, real_t o, int n, int n_groups) {
+    const real_t lo = (c - half - o - (real_t)(n - 0.5)) / n;
+    const real_t hi = (c + half - o - (real_t)0.5) / n;
+    if (!(lo > (real_t)-1e9 && hi < (real_t)1e9)) return (1u << n_groups) - 1;
+    const real_t klo = R_FMAX(R_CEIL(lo), (real_t)0), khi = R_FMIN(R_FLOOR(hi), (real_t)(n_groups - 1));
+    return khi < klo ? 0u : ((2u << (int)khi) - 1u) & ~((1u << (int)klo) - 1u);
+}
+NUREC_HD_DEV void NR(rc_stage_warps)(const real_t* r, real_t x0, real_t y0, real_t* e) {
     const real_t A = r[NUREC_TREC_A], B = r[NUREC_TREC_B], C = r[NUREC_TREC_C];
-    const real_t ry = R_SQRT(r[NUREC_TREC_THR] * A / (A * C - B * B));
-    /* warp k's pixel centres: y0 + RC_WARP_ROWS k + 0.5 .. + RC_WARP_ROWS - 0.5 */
-    const real_t lo = (r[NUREC_TREC_V] - ry - y0 - (real_t)(RC_WARP_ROWS - 0.5)) / RC_WARP_ROWS;
-    const real_t hi = (r[NUREC_TREC_V] + ry - y0 - (real_t)0.5) / RC_WARP_ROWS;
-    unsigned m = (1u << RC_WARPS) - 1; /* not finite (a degenerate conic): every warp */
-    if (lo > (real_t)-1e9 && hi < (real_t)1e9) {
-        const real_t klo = R_FMAX(R_CEIL(lo), (real_t)0), khi = R_FMIN(R_FLOOR(hi), (real_t)(RC_WARPS - 1));
-        m = khi < klo ? 0u : ((2u << (int)khi) - 1u) & ~((1u << (int)klo) - 1u);
-    }
+    const real_t t = r[NUREC_TREC_THR] / (A * C - B * B);
+    const unsigned rows = NR(rc_span_bits)(r[NUREC_TREC_V], R_SQRT(t * A), y0, RC_BWD_WARP_H, RC_WARPS / RC_BWD_WARPS_X);
+    const unsigned cols = RC_BWD_WARPS_X == 1 ? 1u
+        : NR(rc_span_bits)(r[NUREC_TREC_U], R_SQRT(t * C), x0, RC_BWD_WARP_W, RC_BWD_WARPS_X);
+    unsigned m = 0;
+#pragma unroll
+    for (int k = 0; k < RC_WARPS / RC_BWD_WARPS_X; ++k)
+        if (rows >> k & 1u) m |= cols << (k * RC_BWD_WARPS_X);
     e[NUREC_TREC_THR] = (real_t)m;
 }
 
@@ -130,7 +162,7 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
        that every read is a 16-byte vector load (a broadcast) from one base */
     __shared__ __align__(16) real_t s_e[(RC_BLOCK + 1) * RC_ENTRY]; /* + 1: the steps' pairs (below) */
     NR(rc_place) w;
-    if (!NR(rc_place_of)(p, passes, &w)) return;
+    if (!NR(rc_place_of)(p, passes, threadIdx.x, &w)) return;
     if (fixup && (!w.multi || w.seg == 0)) return; /* a first part is never walked again */
     const int tid = threadIdx.x;
     const int64_t D = p.channels, cz = w.cz, start = w.start, lo = w.lo, hi = w.hi, pix = w.pix;
@@ -295,7 +327,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     __shared__ int s_max_last;
     if (p.status[1] != 0) return; /* overflowed forward: outputs were NaN */
     NR(rc_place) w;
-    if (!NR(rc_place_of)(p, passes, &w)) return;
+    if (!NR(rc_place_of)(p, passes, rc_bwd_cell(threadIdx.x), &w)) return;
     const int tid = threadIdx.x, lane = tid & 31;
     const int64_t cz = w.cz, start = w.start, lo = w.lo, pix = w.pix;
     const int pass = w.pass;
@@ -320,7 +352,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             S[q] = bg ? T_final * bg[cz * D + c0 + q] : (real_t)0;
         }
         if (w.multi) { /* a part: from T after it and what lies behind it (the combine's suffix sums) */
-            const int64_t at = nurec_splat_part_at<RC_BLOCK>(p, w.tile, w.start, threadIdx.x, w.seg);
+            const int64_t at = nurec_splat_part_at<RC_BLOCK>(p, w.tile, w.start, w.cell, w.seg);
             const real_t* st = (const real_t*)p.seg_state + (D + 2) * at;
             for (int q = 0; q < RC_CH; ++q)
                 if (q < nch) S[q] += st[c0 + q];
@@ -353,13 +385,13 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             const real_t* r = (const real_t*)p.records + NUREC_TREC_SIZE * it;
             real_t* e = s_e + RC_ENTRY * tid;
             NR(splat_stage_record)(r, e); /* as the forward staged it: the same alpha bits */
-            NR(rc_stage_rows)(r, (real_t)(blockIdx.y * NUREC_TILE), e);
+            NR(rc_stage_warps)(r, (real_t)(blockIdx.x * NUREC_TILE), (real_t)(blockIdx.y * NUREC_TILE), e);
             const real_t* f = sh ? (const real_t*)p.colors + 3 * it
                                  : (const real_t*)p.features + D * (it % N);
             for (int k = 0; k < RC_CH; ++k) e[NUREC_TREC_SIZE + k] = k < nch ? f[c0 + k] : (real_t)0;
         }
         __syncthreads();
-        /* the batch's entries that meet this warp's rows (rc_stage_rows), in order */
+        /* the batch's entries whose box meets this warp's pixels (rc_stage_warps), in order */
         for (int c = 0; c < cnt; c += 32)
         for (unsigned m = NR(rc_warp_entries)(s_e, c, cnt); m != 0; m &= m - 1) {
             const int k = c + __ffs(m) - 1;

@@ -2,6 +2,22 @@
  * backward kernels. Generic over real_t (see math/generic.h): included by
  * their *_cuda_generic.cuh files, once per precision. */
 
+/* How the sums reach global memory (session 17, H200: both on together
+ * with the camera backward's 8 x 4 warps made the merged build; on their
+ * own, with warps of whole rows, they were 1-6% slower on the cameras and
+ * 0.8% faster on the lidar: benchmarks/RESULTS.md). Set either to 0 through
+ * NUREC_OPS_NVCC_FLAGS to time a build without it.
+ *   NUREC_SPLAT_ONE_ATOMIC: a warp sum's lanes select their destination and
+ *     issue one atomic instruction (0: a branch per destination array);
+ *   NUREC_SPLAT_VEC_ATOMICS: a lane that adds its own values uses sm_90's
+ *     vector atomics for the record row and absgrad (0: one per value). */
+#ifndef NUREC_SPLAT_ONE_ATOMIC
+#define NUREC_SPLAT_ONE_ATOMIC 1
+#endif
+#ifndef NUREC_SPLAT_VEC_ATOMICS
+#define NUREC_SPLAT_VEC_ATOMICS 1
+#endif
+
 #ifndef NUREC_SPLAT_REDUCED_INDEX
 #define NUREC_SPLAT_REDUCED_INDEX
 /* Which of the 16 values lane l holds after NR(splat_warp_reduce16): bits
@@ -55,6 +71,18 @@ NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int nfs, int lane, real_t*
     }
     const real_t total = NR(splat_warp_reduce16)(a, lane);
     const int q = nurec_splat_reduced_index(lane);
+#if NUREC_SPLAT_ONE_ATOMIC
+    /* each lane picks its destination, then one atomic instruction for the
+       warp: a branch per destination array issued up to three */
+    real_t* dst = (real_t*)0;
+    if (q < 7)
+        dst = q < n_rec ? g_rec + q : (real_t*)0;
+    else if (q - 7 < nfs)
+        dst = q - 7 < n_feat ? g_feat + (q - 7) : (real_t*)0;
+    else if (g_abs && q - 7 - nfs < 2)
+        dst = g_abs + (q - 7 - nfs);
+    if ((lane & 1) == 0 && dst) atomicAdd(dst, total);
+#else
     if ((lane & 1) != 0) return;
     if (q < 7) {
         if (q < n_rec) atomicAdd(g_rec + q, total);
@@ -63,12 +91,24 @@ NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int nfs, int lane, real_t*
     } else if (q - 7 - nfs < 2 && g_abs) {
         atomicAdd(g_abs + (q - 7 - nfs), total);
     }
+#endif
 }
 
 /* The same for a lane that adds its own values (few lanes of the warp
  * contribute). */
 NUREC_HD_DEV void NR(splat_lane_add)(const real_t* v, int nfs, real_t* g_rec, int n_rec, real_t* g_feat,
                                      int n_feat, real_t* g_abs) {
+#if NUREC_SPLAT_VEC_ATOMICS && !R_IS_F64 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    /* sm_90's vector reductions: the record row's 8 slots in two (a row of
+       [P, 8] float32 scratch from the glue: 32-byte aligned; slot 7 is
+       unused and gets 0, and so does the depth slot past n_rec), absgrad's
+       pair ([P, 2]) in one: 3 atomic instructions where there were 9 */
+    atomicAdd((float4*)g_rec, make_float4(v[0], v[1], v[2], v[3]));
+    atomicAdd((float4*)(g_rec + 4), make_float4(v[4], v[5], n_rec > 6 ? v[6] : 0.f, 0.f));
+    for (int q = 0; q < nfs; ++q)
+        if (q < n_feat) atomicAdd(g_feat + q, v[7 + q]);
+    if (g_abs) atomicAdd((float2*)g_abs, make_float2(R_FABS(v[0]), R_FABS(v[1])));
+#else
     for (int q = 0; q < n_rec; ++q) atomicAdd(g_rec + q, v[q]);
     for (int q = 0; q < nfs; ++q)
         if (q < n_feat) atomicAdd(g_feat + q, v[7 + q]);
@@ -76,4 +116,5 @@ NUREC_HD_DEV void NR(splat_lane_add)(const real_t* v, int nfs, real_t* g_rec, in
         atomicAdd(g_abs, R_FABS(v[0]));
         atomicAdd(g_abs + 1, R_FABS(v[1]));
     }
+#endif
 }
