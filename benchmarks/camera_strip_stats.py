@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """How much warp culling can save the camera walks (CPU, no GPU needed).
 
-A camera tile is 16 x 16 pixels walked by 8 warps, each 2 pixel rows (a
-strip). For the entries a walk evaluates (each tile's list up to the
-furthest entry any of its pixels reaches before its cut-off, from the CPU
-op's `last`), this counts the (entry, strip) pairs whose footprint ellipse
-d^T Q d <= thr reaches a pixel centre of the strip (exactly, in float64),
-and the same with a test of the ellipse's rows only (its y extent). The
-pairs not reached are the steps a warp-culling walk skips.
+A camera tile is 16 x 16 pixels walked by 8 warps of 32 pixels: the
+forward's warps hold 2 whole pixel rows each (16 x 2), the backward's a
+block of 8 x 4 (csrc/rasterize_camera: rc_bwd_cell). For the entries a walk
+evaluates (each tile's list up to the furthest entry any of its pixels
+reaches before its cut-off, from the CPU op's `last`), this counts, per warp
+shape, the (entry, warp) pairs whose footprint ellipse d^T Q d <= thr
+reaches a pixel centre of the warp (exactly, in float64: the pairs with a
+pixel to composite), and the pairs that a cull by the ellipse's bounding
+box keeps (rc_stage_warps: rows for 16 x 2, rows and columns for 8 x 4).
+The pairs a cull drops are the steps a culling warp skips; the exact
+pairs are the ones that pay for a gradient.
 
     python3 benchmarks/camera_strip_stats.py --scenes garden,garden3,street
 """
@@ -48,25 +52,31 @@ def walked_entries(sc):
     return tx.flatten().repeat_interleave(n), ty.flatten().repeat_interleave(n), rec.reshape(C * N, 8)[items], H
 
 
-def strips_reached(tx, ty, r, H):
+def warps_reached(tx, ty, r, W, H, bw, bh):
+    """Per (entry, warp) of warps of bw x bh pixels (row-major over the
+    tile): whether the ellipse reaches a pixel centre of the warp (exact),
+    and whether its bounding box does (box)."""
     u, v, A, B, C, thr = r[:, 0], r[:, 1], r[:, 2], r[:, 3], r[:, 4], r[:, 7]
     det = A * C - B * B
-    x0 = tx.double() * T + 0.5
-    x1 = x0 + T - 1
-    exact = torch.zeros(len(u), 8, dtype=torch.bool)
-    rows = torch.zeros(len(u), 8, dtype=torch.bool)
-    ext = torch.sqrt(thr * A / det)
-    for w in range(8):
-        for row in range(2):
-            yc = ty.double() * T + 2 * w + row + 0.5
+    ext_y, ext_x = torch.sqrt(thr * A / det), torch.sqrt(thr * C / det)
+    nx = T // bw
+    n = (T // bw) * (T // bh)
+    exact = torch.zeros(len(u), n, dtype=torch.bool)
+    box = torch.zeros(len(u), n, dtype=torch.bool)
+    for w in range(n):
+        x0 = tx.double() * T + (w % nx) * bw + 0.5
+        x1 = torch.clamp_max(x0 + bw - 1, W - 0.5)
+        cols = (u + ext_x >= x0) & (u - ext_x <= x1) & (x0 < W)
+        for row in range(bh):
+            yc = ty.double() * T + (w // nx) * bh + row + 0.5
             dy = yc - v
             disc = A * thr - det * dy * dy
             h = torch.sqrt(disc.clamp_min(0)) / A
             c = u - B * dy / A
-            inside = yc < H
+            inside = (yc < H) & (x0 < W)
             exact[:, w] |= inside & (disc >= 0) & (c + h >= x0) & (c - h <= x1)
-            rows[:, w] |= inside & ((dy.abs() <= ext))
-    return exact, rows
+            box[:, w] |= inside & (dy.abs() <= ext_y) & cols
+    return exact, box
 
 
 def main():
@@ -78,12 +88,14 @@ def main():
               "street": ("street 1920x1080", lambda: bc.street("cpu", torch.float32))}
     for key in a.scenes.split(","):
         name, make = makers[key]
-        tx, ty, r, H = walked_entries(make())
-        exact, rows = strips_reached(tx, ty, r, H)
-        print(f"{name}: {len(tx):,} walked (tile, entry) pairs; (entry, strip) steps reached: "
-              f"{exact.double().mean():.3f} (by rows only: {rows.double().mean():.3f}); "
-              f"strips per entry {exact.sum(1).double().mean():.2f} of 8")
-
+        sc = make()
+        tx, ty, r, H = walked_entries(sc)
+        print(f"{name}: {len(tx):,} walked (tile, entry) pairs")
+        for bw, bh in ((16, 2), (8, 4)):
+            exact, box = warps_reached(tx, ty, r, sc["width"], H, bw, bh)
+            print(f"  warps of {bw} x {bh}: (entry, warp) pairs reached {int(exact.sum()):,}, "
+                  f"kept by the box cull {int(box.sum()):,} (of {exact.numel():,}); "
+                  f"warps reached per entry {exact.sum(1).double().mean():.2f} of 8")
 
 if __name__ == "__main__":
     main()

@@ -80,9 +80,11 @@ NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int pa
  * whole rows culled by rows: rc_backward_kernel 1,673 -> 1,646 us (street),
  * 877 -> 836 us (small garden): the culled pairs are the cheap ones, where
  * no pixel's alpha reaches 1/255 anyway. Warps of 8 x 4 pixels, culled by
- * the box: fewer (warp, entry) pairs that contribute, and more pixels in
- * each (a count on the small garden, footprints only: 4.95 -> 4.18 M pairs,
- * 17.5 -> 20.8 pixels a pair). The forward's walks were slower with a cull
+ * the box: fewer (entry, warp) pairs with a pixel to composite, and more
+ * pixels in each (benchmarks/camera_strip_stats.py, small garden: 3.50 ->
+ * 2.94 M pairs reach a pixel, 3.98 -> 3.51 M pass the cull); H200, session
+ * 17, with NUREC_SPLAT_ONE_ATOMIC and _VEC_ATOMICS: 1,650 -> 1,556 us
+ * (street), 837 -> 787 us (small garden). The forward's walks were slower with a cull
  * (street first walk 505 -> 574 us: the culled loop's registers, 32 -> 48,
  * and its bookkeeping per entry outweigh an alpha per pair), so they do not
  * cull, and keep warps of whole rows. x0, y0: the tile's first column and
