@@ -97,5 +97,6 @@ def main():
                   f"kept by the box cull {int(box.sum()):,} (of {exact.numel():,}); "
                   f"warps reached per entry {exact.sum(1).double().mean():.2f} of 8")
 
+
 if __name__ == "__main__":
     main()
