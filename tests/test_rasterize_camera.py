@@ -191,10 +191,12 @@ def test_parity_edge_gaussians(device, dtype):
 
 def warp_edge_scene(W=48, H=32, f=40.0, n=160):
     """Small opaque Gaussians, many thin, whose footprints end a pixel or
-    less past the borders of the CUDA backward's warp blocks (8 x 4 pixels:
-    csrc/rasterize_camera's rc_bwd_cell; every 2nd row for the old whole-row
-    warps): a cull of the (warp, entry) pairs that is not conservative drops
-    whole edge rows or columns of some footprint, and gradients with them."""
+    less past the borders of the CUDA backward's blocks of 8 x 4 pixels
+    (csrc/rasterize_camera's rc_bwd_cell: a warp holds two of them stacked,
+    a lane a pixel in each, and skips a block an entry's box misses; every
+    2nd row for the old whole-row warps): a cull of the (block, entry) pairs
+    that is not conservative drops whole edge rows or columns of some
+    footprint, and gradients with them."""
     g = torch.Generator().manual_seed(int(torch.randint(0, 2**31, ()).item()))
     z = 3.0 + torch.rand(n, generator=g, dtype=torch.float64)
     col = torch.rand(n, generator=g) < 0.5  # half straddle a column border, half a row border

@@ -31,10 +31,26 @@ extern "C" {
 #ifndef RC_BWD_BATCH
 #define RC_BWD_BATCH 64                    /* Gaussians staged per batch in the backward */
 #endif
+/* pixels per thread of the backward (rc_bwd_cell): 2 sums a warp's
+   gradient per entry over 8 x 8 pixels; 1 gives back one pixel a thread */
+#ifndef RC_BWD_PIX
+#define RC_BWD_PIX 2
+#endif
+#define RC_BWD_THREADS (RC_BLOCK / RC_BWD_PIX)
+#if RC_BWD_PIX == 1
 #ifndef RC_BWD_MIN_BLOCKS_F32
 #define RC_BWD_MIN_BLOCKS_F32 5            /* 256 x 5 blocks: 48 registers, no spills, 62.5% occupancy (4: 56 regs, 50%; 6: spills) */
 #endif
 #define RC_BWD_MIN_BLOCKS_F64 2
+#else
+#ifndef RC_BWD_MIN_BLOCKS_F32
+#define RC_BWD_MIN_BLOCKS_F32 7            /* 128 x 7 blocks: 72 registers, no spills (8: 64 and 8 bytes of spills) */
+#endif
+#define RC_BWD_MIN_BLOCKS_F64 4
+#endif
+#if RC_BWD_BATCH > RC_BWD_THREADS
+#error "the backward stages a batch with one thread per entry"
+#endif
 #ifndef RC_BWD_DIRECT_LANES
 /* up to this many contributing lanes: direct atomics (4 was 2% slower, 12 and 16
    slower still: H200, session 15) */
@@ -42,9 +58,10 @@ extern "C" {
 #endif
 /* the same with SPEC 8's absgrad: its own knob. Swept on the H200 (session 15,
    benchmarks/RESULTS.md): absgrad's cost on the street camera / lidar was
-   +4.6% / +4.4% at 4 lanes, +7.1% / +7.1% at 2, +2.0% / +1.7% at 8 */
+   +4.6% / +4.4% at 4 lanes, +7.1% / +7.1% at 2, +2.0% / +1.7% at 8; with
+   two pixels a thread (session 18) the street's +4.6% at 8, +4.0% at 12 */
 #ifndef RC_BWD_DIRECT_LANES_ABS
-#define RC_BWD_DIRECT_LANES_ABS 8
+#define RC_BWD_DIRECT_LANES_ABS 12
 #endif
 #ifndef RC_BWD_CARVEOUT
 #define RC_BWD_CARVEOUT 25                 /* percent of L1 as shared memory */
@@ -55,6 +72,17 @@ extern "C" {
 
 #if 9 + RC_CH > 16
 #error "splat_warp_add sums at most 16 values: 7 record values + RC_CH channels + 2 absgrad"
+#endif
+
+/* tiles/splat_warp_cuda_generic.cuh's atomics switches, the camera's own
+   defaults: off (H200, session 18, fwd+bwd with two pixels a thread: off /
+   on, street 2.669 / 2.677 ms, garden 648 x3 1.370 / 1.387, garden 1944 x3
+   4.197 / 4.306; the lidar keeps them on: 2.247 on / 2.260 off) */
+#ifndef NUREC_SPLAT_ONE_ATOMIC
+#define NUREC_SPLAT_ONE_ATOMIC 0
+#endif
+#ifndef NUREC_SPLAT_VEC_ATOMICS
+#define NUREC_SPLAT_VEC_ATOMICS 0
 #endif
 
 #include "tiles/splat_combine_cuda.cuh"
@@ -177,11 +205,11 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
         const dim3 grid = tile_grid(p, passes);
         const bool ab = p->grad_abs != nullptr;
         if (f64) {
-            if (ab) rc_backward_kernel_f64<true><<<grid, RC_BLOCK, 0, s>>>(*p, passes);
-            else rc_backward_kernel_f64<false><<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+            if (ab) rc_backward_kernel_f64<true><<<grid, RC_BWD_THREADS, 0, s>>>(*p, passes);
+            else rc_backward_kernel_f64<false><<<grid, RC_BWD_THREADS, 0, s>>>(*p, passes);
         } else {
-            if (ab) rc_backward_kernel_f32<true><<<grid, RC_BLOCK, 0, s>>>(*p, passes);
-            else rc_backward_kernel_f32<false><<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+            if (ab) rc_backward_kernel_f32<true><<<grid, RC_BWD_THREADS, 0, s>>>(*p, passes);
+            else rc_backward_kernel_f32<false><<<grid, RC_BWD_THREADS, 0, s>>>(*p, passes);
         }
         if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
     }

@@ -37,7 +37,10 @@ NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
  * inside a later part, that part is walked again from the pixel's
  * transmittance at its start). The lidar rasterizer does the same. blockIdx.z
  * = (camera, pass, part); blocks of a part the tile does not have leave at
- * once (uniform over the block). */
+ * once (uniform over the block). (Part-major instead, every camera's first
+ * parts dispatched before any later part: H200, session 18, garden 648 x3
+ * 1.372 -> 1.340 ms fwd+bwd, but the street 2.67 -> 2.72 and the 1296 x3
+ * garden 2.54 -> 2.63, not kept: benchmarks/RESULTS.md.) */
 typedef struct NR(rc_place) {
     int64_t cz, tile, start, end, lo, hi, pix; /* camera; tile; its list; this block's part; pixel */
     int pass, x, y, seg, cell; /* cell: the pixel's place in its tile, row-major (the parts' slots) */
@@ -68,14 +71,15 @@ NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int pa
     return true;
 }
 
-/* Which warps of a tile block a staged entry can reach, in the backward.
- * There a warp holds a RC_BWD_WARP_W x RC_BWD_WARP_H block of its tile's
- * pixels (rc_bwd_cell); the entry's footprint (d^T Q d <= thr, the threshold
+/* Which blocks of RC_BWD_WARP_W x RC_BWD_WARP_H pixels of a tile a staged
+ * entry can reach, in the backward, where a warp holds RC_BWD_PIX of them
+ * (rc_bwd_cell); the entry's footprint (d^T Q d <= thr, the threshold
  * the binning cut the tiles with: alpha < 1/255 outside it, rounding
  * included) lies in the box u +- sqrt(thr Sigma_xx), v +- sqrt(thr
  * Sigma_yy), Sigma = inverse(Q). Written into the staged entry's threshold
- * slot (unused by the steps) as a bit per warp, so that a warp skips the
- * entries whose box misses its block without computing their alphas (the
+ * slot (unused by the steps) as a bit per block, so that a warp skips the
+ * entries whose box misses its blocks, and a pixel those whose box misses
+ * its own block, without computing their alphas (the
  * lidar's walks cull per warp the same way). H200, session 16, warps of two
  * whole rows culled by rows: rc_backward_kernel 1,673 -> 1,646 us (street),
  * 877 -> 836 us (small garden): the culled pairs are the cheap ones, where
@@ -100,12 +104,33 @@ NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int pa
 #endif
 #ifndef RC_BWD_CELL_ONCE /* not generic over real_t: once for both precisions */
 #define RC_BWD_CELL_ONCE
-/* The cell (row-major place in its tile) of thread t of the backward. */
-static __device__ __forceinline__ int rc_bwd_cell(int t) {
+/* Pixels per thread of the backward (RC_BWD_PIX, rasterize_camera.cu): a
+ * warp holds RC_BWD_PIX of the blocks above, stacked, lane l the pixel at
+ * place l of each, so a warp's sums per entry cover 32 x RC_BWD_PIX pixels.
+ * Why: a warp's steps per entry are mostly the entry's own (the ballot, the
+ * 16-value butterfly, the atomics: ~150 of the ~220 SASS instructions of a
+ * step with one pixel a lane, the pixel's alpha and VJP ~70), and over the
+ * walked entries of the small garden the 8 x 8 warps meet 1.96 M (entry,
+ * warp) pairs where the 8 x 4 meet 3.51 M, both of their halves in 79% of
+ * them (benchmarks/camera_strip_stats.py). A half whose box the entry misses
+ * is skipped, uniform over the warp. H200, session 18 (with the camera's
+ * atomics switches off): rc_backward_kernel 1,573 -> 1,359 us (street),
+ * 800 -> 692 us (small garden); fwd+bwd of the 1944 x3 garden 5.17 -> 4.20
+ * ms. Four pixels a thread lost on the street (+7%) at a quarter of the
+ * occupancy. */
+#define RC_BWD_GROUPS_PER_WARP RC_BWD_PIX
+/* The cell (row-major place in its tile) of pixel h of thread t. */
+static __device__ __forceinline__ int rc_bwd_cell(int t, int h) {
     const int wi = t >> 5, l = t & 31;
-    const int row = (wi / RC_BWD_WARPS_X) * RC_BWD_WARP_H + l / RC_BWD_WARP_W;
+    const int row = (wi / RC_BWD_WARPS_X) * (RC_BWD_WARP_H * RC_BWD_PIX) + h * RC_BWD_WARP_H + l / RC_BWD_WARP_W;
     const int col = (wi % RC_BWD_WARPS_X) * RC_BWD_WARP_W + l % RC_BWD_WARP_W;
     return row * NUREC_TILE + col;
+}
+/* The bit of rc_stage_warps' mask (a block of RC_BWD_WARP_W x RC_BWD_WARP_H
+ * pixels, row-major over the tile) that pixel h of thread t lies in. */
+static __device__ __forceinline__ int rc_bwd_group(int t, int h) {
+    const int wi = t >> 5;
+    return ((wi / RC_BWD_WARPS_X) * RC_BWD_PIX + h) * RC_BWD_WARPS_X + wi % RC_BWD_WARPS_X;
 }
 #endif
 /* The bits [klo, khi] of the span of groups of n cells that centres c -
@@ -131,11 +156,11 @@ NUREC_HD_DEV void NR(rc_stage_warps)(const real_t* r, real_t x0, real_t y0, real
     e[NUREC_TREC_THR] = (real_t)m;
 }
 
-/* The staged entries [c, c + 32) of n that this warp's rows may meet, a bit
- * each (uniform over the warp). */
-NUREC_HD_DEV unsigned NR(rc_warp_entries)(const real_t* s_e, int c, int n) {
+/* The staged entries [c, c + 32) of n whose box meets one of this warp's
+ * blocks (wmask: their bits), a bit each (uniform over the warp). */
+NUREC_HD_DEV unsigned NR(rc_warp_entries)(const real_t* s_e, int c, int n, unsigned wmask) {
     const int k = c + (threadIdx.x & 31);
-    const bool meets = k < n && ((unsigned)s_e[RC_ENTRY * k + NUREC_TREC_THR] >> (threadIdx.x >> 5) & 1u);
+    const bool meets = k < n && ((unsigned)s_e[RC_ENTRY * k + NUREC_TREC_THR] & wmask) != 0;
     return __ballot_sync(0xffffffffu, meets);
 }
 
@@ -312,63 +337,82 @@ NR(rc_combine_kernel)(nurec_rasterize_camera_params p, int phase) {
     nurec_splat_combine<real_t, NR(rc_cells)>(p, phase);
 }
 
-/* Backward: one block per (tile, camera, pass), pixels sweep their lists
- * back to front in shared-memory batches; each Gaussian's gradient is summed
- * over the warp's pixels with shuffles before one lane adds it to global
- * memory (when only a few lanes of the warp contribute, as for small
- * Gaussians, those lanes add directly instead). Its own register budget (RC_BWD_MIN_BLOCKS) and batch size. */
+/* Backward: one block per (tile, camera, pass), RC_BWD_PIX pixels per
+ * thread (rc_bwd_cell); pixels sweep their lists back to front in
+ * shared-memory batches; each Gaussian's gradient is summed over the warp's
+ * pixels with shuffles before one lane adds it to global memory (when only a
+ * few lanes of the warp contribute, as for small Gaussians, those lanes add
+ * directly instead). Its own register budget (RC_BWD_MIN_BLOCKS) and batch
+ * size. */
 /* kAbs: SPEC 8's absgrad is written (a build of its own, so that the plain
  * backward keeps its registers and stack: with a runtime test its f32
  * build spilled 8 bytes more) */
 template <bool kAbs>
-__global__ void __launch_bounds__(RC_BLOCK, sizeof(real_t) == 4 ? RC_BWD_MIN_BLOCKS_F32 : RC_BWD_MIN_BLOCKS_F64)
+__global__ void __launch_bounds__(RC_BWD_THREADS, sizeof(real_t) == 4 ? RC_BWD_MIN_BLOCKS_F32 : RC_BWD_MIN_BLOCKS_F64)
 NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     __shared__ __align__(16) real_t s_e[RC_BWD_BATCH * RC_ENTRY]; /* record, features: as the forward's */
     __shared__ int64_t s_it[RC_BWD_BATCH];
     __shared__ int64_t s_gc[RC_BWD_BATCH]; /* where its colour gradient goes (frees registers in the sweep) */
     __shared__ int s_max_last;
     if (p.status[1] != 0) return; /* overflowed forward: outputs were NaN */
-    NR(rc_place) w;
-    if (!NR(rc_place_of)(p, passes, rc_bwd_cell(threadIdx.x), &w)) return;
     const int tid = threadIdx.x, lane = tid & 31;
-    const int64_t cz = w.cz, start = w.start, lo = w.lo, pix = w.pix;
-    const int pass = w.pass;
-    const int64_t D = p.channels, N = p.num_gaussians;
-    const int c0 = pass * RC_CH;
-    const int nch = D - c0 < RC_CH ? (int)(D - c0) : RC_CH;
-    const bool inside = w.inside;
-    const int sh = p.sh_degree >= 0;
-    const real_t px = (real_t)w.x + (real_t)0.5, py = (real_t)w.y + (real_t)0.5;
-    real_t T = 0, gf[RC_CH], S[RC_CH], gz = 0, gTa = 0, Sz = 0;
-    int32_t last = 0;
-    for (int q = 0; q < RC_CH; ++q) gf[q] = S[q] = 0;
-    if (inside) {
+    /* each pixel's state: the transmittance, output gradients and the suffix
+       sums of its sweep (splat_composite_vjp) */
+    real_t T[RC_BWD_PIX], gf[RC_BWD_PIX][RC_CH], S[RC_BWD_PIX][RC_CH], gz[RC_BWD_PIX], gTa[RC_BWD_PIX],
+        Sz[RC_BWD_PIX], py[RC_BWD_PIX];
+    int32_t last[RC_BWD_PIX];
+    unsigned wmask = 0;
+    NR(rc_place) w;
+#pragma unroll
+    for (int h = 0; h < RC_BWD_PIX; ++h) {
+        /* uniform over the block: the pixels differ only in x, y, pix, cell */
+        if (!NR(rc_place_of)(p, passes, rc_bwd_cell(tid, h), &w)) return;
+        wmask |= 1u << rc_bwd_group(tid, h);
+        const int64_t cz = w.cz, pix = w.pix;
+        const int64_t D = p.channels;
+        const int c0 = w.pass * RC_CH;
+        const int nch = D - c0 < RC_CH ? (int)(D - c0) : RC_CH;
+        py[h] = (real_t)w.y + (real_t)0.5;
+        T[h] = gz[h] = gTa[h] = Sz[h] = 0;
+        last[h] = 0;
+        for (int q = 0; q < RC_CH; ++q) gf[h][q] = S[h][q] = 0;
+        if (!w.inside) continue;
         const real_t T_final = ((const real_t*)p.final_T)[pix];
-        T = T_final;
-        last = p.last[pix];
+        T[h] = T_final;
+        last[h] = p.last[pix];
         const real_t* g = (const real_t*)p.grad_render + D * pix + c0;
         const real_t* bg = (const real_t*)p.backgrounds;
         for (int q = 0; q < RC_CH; ++q) {
             if (q >= nch) continue;
-            gf[q] = g[q];
-            S[q] = bg ? T_final * bg[cz * D + c0 + q] : (real_t)0;
+            gf[h][q] = g[q];
+            S[h][q] = bg ? T_final * bg[cz * D + c0 + q] : (real_t)0;
         }
         if (w.multi) { /* a part: from T after it and what lies behind it (the combine's suffix sums) */
             const int64_t at = nurec_splat_part_at<RC_BLOCK>(p, w.tile, w.start, w.cell, w.seg);
             const real_t* st = (const real_t*)p.seg_state + (D + 2) * at;
             for (int q = 0; q < RC_CH; ++q)
-                if (q < nch) S[q] += st[c0 + q];
-            Sz = st[D];
-            T = st[D + 1];
+                if (q < nch) S[h][q] += st[c0 + q];
+            Sz[h] = st[D];
+            T[h] = st[D + 1];
         }
-        if (pass == 0) {
-            gz = ((const real_t*)p.grad_depth)[pix];
-            gTa = ((const real_t*)p.grad_alpha)[pix] * T_final;
+        if (w.pass == 0) {
+            gz[h] = ((const real_t*)p.grad_depth)[pix];
+            gTa[h] = ((const real_t*)p.grad_alpha)[pix] * T_final;
         }
     }
+    const int64_t start = w.start, lo = w.lo;
+    const int pass = w.pass;
+    const int64_t D = p.channels, N = p.num_gaussians;
+    const int c0 = pass * RC_CH;
+    const int nch = D - c0 < RC_CH ? (int)(D - c0) : RC_CH;
+    const int sh = p.sh_degree >= 0;
+    const real_t px = (real_t)w.x + (real_t)0.5; /* the same column for every pixel of the thread */
+    int32_t my_last = 0;
+#pragma unroll
+    for (int h = 0; h < RC_BWD_PIX; ++h) my_last = last[h] > my_last ? last[h] : my_last;
     if (tid == 0) s_max_last = 0;
     __syncthreads();
-    if (last > 0) atomicMax(&s_max_last, last);
+    if (my_last > 0) atomicMax(&s_max_last, my_last);
     __syncthreads();
     /* entries from the tile's start, in 32 bits (a list is shorter than 2^31,
      * as `last` is): with 64-bit bounds the kernel spilled at its register
@@ -395,24 +439,33 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
         __syncthreads();
         /* the batch's entries whose box meets this warp's pixels (rc_stage_warps), in order */
         for (int c = 0; c < cnt; c += 32)
-        for (unsigned m = NR(rc_warp_entries)(s_e, c, cnt); m != 0; m &= m - 1) {
+        for (unsigned m = NR(rc_warp_entries)(s_e, c, cnt, wmask); m != 0; m &= m - 1) {
             const int k = c + __ffs(m) - 1;
             const real_t* r = s_e + RC_ENTRY * k;
             const int32_t rel = e_end - 1 - k;
-            real_t v[7 + RC_CH];
+            const unsigned bits = (unsigned)r[NUREC_TREC_THR];
+            real_t v[7 + RC_CH], av[2] = {0, 0};
             for (int q = 0; q < 7 + RC_CH; ++q) v[q] = 0;
             bool contrib = false;
-            if (rel < last) {
+#pragma unroll
+            for (int h = 0; h < RC_BWD_PIX; ++h) {
+                /* the first test is uniform over the warp: a block the box misses */
+                if (!(bits >> rc_bwd_group(tid, h) & 1u) || rel >= last[h]) continue;
                 real_t vis, a;
-                const real_t dx = px - r[0], dy = py - r[1];
+                const real_t dx = px - r[0], dy = py[h] - r[1];
                 if (NR(splat_alpha_staged)(r, dx, dy, &a, &vis)) {
                     contrib = true;
-                    real_t w;
-                    real_t ga = NR(splat_composite_vjp)(a, r + NUREC_TREC_SIZE, RC_CH, r[NUREC_TREC_DEPTH], gf,
-                                                     gz, gTa, &T, S, &Sz, &w);
-                    NR(splat_alpha_vjp_staged)(r, vis, dx, dy, ga, v);
-                    v[6] = w * gz;
-                    for (int q = 0; q < RC_CH; ++q) v[7 + q] = w * gf[q];
+                    real_t wt, gp[6] = {0, 0, 0, 0, 0, 0};
+                    real_t ga = NR(splat_composite_vjp)(a, r + NUREC_TREC_SIZE, RC_CH, r[NUREC_TREC_DEPTH], gf[h],
+                                                     gz[h], gTa[h], &T[h], S[h], &Sz[h], &wt);
+                    NR(splat_alpha_vjp_staged)(r, vis, dx, dy, ga, gp);
+                    for (int q = 0; q < 6; ++q) v[q] += gp[q];
+                    if (kAbs) { /* SPEC 8: the sum over pixels of each pixel's |.| */
+                        av[0] += R_FABS(gp[0]);
+                        av[1] += R_FABS(gp[1]);
+                    }
+                    v[6] += wt * gz[h];
+                    for (int q = 0; q < RC_CH; ++q) v[7 + q] += wt * gf[h][q];
                 }
             }
             const unsigned mask = __ballot_sync(0xffffffffu, contrib);
@@ -424,9 +477,9 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             real_t* ga = kAbs ? (real_t*)p.grad_abs + 2 * it : (real_t*)0;
             if (__popc(mask) > (kAbs ? RC_BWD_DIRECT_LANES_ABS : RC_BWD_DIRECT_LANES)) {
                 /* many pixels of the warp: the warp's sums, one atomic per value */
-                NR(splat_warp_add)(v, RC_CH, lane, g, pass == 0 ? 7 : 6, gc, nch, ga);
+                NR(splat_warp_add)(v, RC_CH, lane, g, pass == 0 ? 7 : 6, gc, nch, ga, av);
             } else if (contrib) {
-                NR(splat_lane_add)(v, RC_CH, g, pass == 0 ? 7 : 6, gc, nch, ga);
+                NR(splat_lane_add)(v, RC_CH, g, pass == 0 ? 7 : 6, gc, nch, ga, av);
             }
         }
     }

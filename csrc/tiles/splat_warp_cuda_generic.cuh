@@ -55,19 +55,20 @@ NUREC_HD_DEV real_t NR(splat_warp_reduce16)(real_t a[16], int lane) {
 /* Adds the warp's sums of one Gaussian's gradient to global memory. v holds
  * 7 record values, then nfs feature slots: record values q < n_rec go to
  * g_rec[q], features f < n_feat to g_feat[f], and when g_abs is not NULL
- * the sums of |v[0]|, |v[1]| (SPEC section 8's absgrad) to g_abs[0..1], in
- * the butterfly's spare slots (the 16 shuffles sum 16 values either way);
- * one atomic per value, issued by 16 lanes at once. Every lane of the warp
- * must call it. */
+ * the sums of |v[0]|, |v[1]| (SPEC section 8's absgrad; av[0..1] instead
+ * where av is not NULL: a lane that sums several pixels passes the sums of
+ * their |.|) to g_abs[0..1], in the butterfly's spare slots (the 16
+ * shuffles sum 16 values either way); one atomic per value, issued by 16
+ * lanes at once. Every lane of the warp must call it. */
 NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int nfs, int lane, real_t* g_rec, int n_rec,
-                                     real_t* g_feat, int n_feat, real_t* g_abs) {
+                                     real_t* g_feat, int n_feat, real_t* g_abs, const real_t* av) {
     const int nv = 7 + nfs;
     real_t a[16];
 #pragma unroll
     for (int q = 0; q < 16; ++q) a[q] = q < nv ? v[q] : (real_t)0;
     if (g_abs) {
-        a[nv] = R_FABS(v[0]);
-        a[nv + 1] = R_FABS(v[1]);
+        a[nv] = av ? av[0] : R_FABS(v[0]);
+        a[nv + 1] = av ? av[1] : R_FABS(v[1]);
     }
     const real_t total = NR(splat_warp_reduce16)(a, lane);
     const int q = nurec_splat_reduced_index(lane);
@@ -97,7 +98,8 @@ NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int nfs, int lane, real_t*
 /* The same for a lane that adds its own values (few lanes of the warp
  * contribute). */
 NUREC_HD_DEV void NR(splat_lane_add)(const real_t* v, int nfs, real_t* g_rec, int n_rec, real_t* g_feat,
-                                     int n_feat, real_t* g_abs) {
+                                     int n_feat, real_t* g_abs, const real_t* av) {
+    const real_t abs0 = av ? av[0] : R_FABS(v[0]), abs1 = av ? av[1] : R_FABS(v[1]);
 #if NUREC_SPLAT_VEC_ATOMICS && !R_IS_F64 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* sm_90's vector reductions: the record row's 8 slots in two (a row of
        [P, 8] float32 scratch from the glue: 32-byte aligned; slot 7 is
@@ -107,14 +109,14 @@ NUREC_HD_DEV void NR(splat_lane_add)(const real_t* v, int nfs, real_t* g_rec, in
     atomicAdd((float4*)(g_rec + 4), make_float4(v[4], v[5], n_rec > 6 ? v[6] : 0.f, 0.f));
     for (int q = 0; q < nfs; ++q)
         if (q < n_feat) atomicAdd(g_feat + q, v[7 + q]);
-    if (g_abs) atomicAdd((float2*)g_abs, make_float2(R_FABS(v[0]), R_FABS(v[1])));
+    if (g_abs) atomicAdd((float2*)g_abs, make_float2(abs0, abs1));
 #else
     for (int q = 0; q < n_rec; ++q) atomicAdd(g_rec + q, v[q]);
     for (int q = 0; q < nfs; ++q)
         if (q < n_feat) atomicAdd(g_feat + q, v[7 + q]);
     if (g_abs) {
-        atomicAdd(g_abs, R_FABS(v[0]));
-        atomicAdd(g_abs + 1, R_FABS(v[1]));
+        atomicAdd(g_abs, abs0);
+        atomicAdd(g_abs + 1, abs1);
     }
 #endif
 }
