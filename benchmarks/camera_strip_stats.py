@@ -11,7 +11,10 @@ reaches a pixel centre of the warp (exactly, in float64: the pairs with a
 pixel to composite), and the pairs that a cull by the ellipse's bounding
 box keeps (rc_stage_warps: rows for 16 x 2, rows and columns for 8 x 4).
 The pairs a cull drops are the steps a culling warp skips; the exact
-pairs are the ones that pay for a gradient.
+pairs are the ones that pay for a gradient. The backward's warps now hold
+two of the 8 x 4 blocks stacked (a lane a pixel in each: RC_BWD_PIX), so it
+also counts the (entry, warp) pairs of those 8 x 8 warps, and those where
+the entry meets both blocks.
 
     python3 benchmarks/camera_strip_stats.py --scenes garden,garden3,street
 """
@@ -96,6 +99,12 @@ def main():
             print(f"  warps of {bw} x {bh}: (entry, warp) pairs reached {int(exact.sum()):,}, "
                   f"kept by the box cull {int(box.sum()):,} (of {exact.numel():,}); "
                   f"warps reached per entry {exact.sum(1).double().mean():.2f} of 8")
+            if (bw, bh) == (8, 4):  # warps of two stacked blocks: block rows 0-1 and 2-3
+                for what, m in (("reached", exact), ("kept by the box cull", box)):
+                    m = m.view(-1, 4, 2)
+                    top, bottom = m[:, 0::2], m[:, 1::2]
+                    print(f"  warps of two stacked 8 x 4 blocks: pairs {what} {int((top | bottom).sum()):,}, "
+                          f"both blocks {int((top & bottom).sum()):,}")
 
 
 if __name__ == "__main__":

@@ -6,10 +6,13 @@
 # variant (the copy's own script and library), twice, the second round in
 # the opposite order.
 #
-#   VARIANTS='main:|rows:-DRC_BWD_WARP_W=16' bash benchmarks/device_variants.sh
+#   VARIANTS='main:|one:-DRC_BWD_PIX=1' bash benchmarks/device_variants.sh
 #
 # Carry .shared_data holding gsplat/test_garden.npz etc. (the layout of
 # ../shared/data/): the garden scenes read it through NUREC_OPS_SHARED_DATA.
+# ROUNDS=1 times one round only; TESTS='pytest args' runs those GPU tests in
+# the first variant's copy between the builds and the timings (TESTS_TIMEOUT
+# seconds, default 120).
 set -u
 export PYTHONUNBUFFERED=1 NUREC_OPS_SHARED_DATA=${NUREC_OPS_SHARED_DATA:-$PWD/.shared_data}
 DIR=${VARIANT_DIR:-/tmp/nurec_variants}
@@ -32,7 +35,12 @@ for spec in "${SPECS[@]}"; do
 done
 wait "${PIDS[@]}"  # by id: a bare wait would also wait for any process substitution
 el "built"
-for round in 1 2; do
+if [ -n "${TESTS:-}" ]; then
+    (cd "$DIR/${NAMES[0]}" && timeout ${TESTS_TIMEOUT:-120} python3 -m pytest -q -m gpu -rfE --tb=short \
+        -p no:cacheprovider $TESTS 2>&1 | grep -E "^(FAILED|ERROR)|passed|failed|error" | tail -12)
+    el "tests in ${NAMES[0]}"
+fi
+for round in $(seq 1 ${ROUNDS:-2}); do
     order=("${NAMES[@]}")
     [ $round = 2 ] && order=($(printf '%s\n' "${NAMES[@]}" | tac))
     for name in "${order[@]}"; do
