@@ -118,7 +118,6 @@ NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int pa
  * 800 -> 692 us (small garden); fwd+bwd of the 1944 x3 garden 5.17 -> 4.20
  * ms. Four pixels a thread lost on the street (+7%) at a quarter of the
  * occupancy. */
-#define RC_BWD_GROUPS_PER_WARP RC_BWD_PIX
 /* The cell (row-major place in its tile) of pixel h of thread t. */
 static __device__ __forceinline__ int rc_bwd_cell(int t, int h) {
     const int wi = t >> 5, l = t & 31;

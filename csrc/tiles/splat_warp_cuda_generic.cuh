@@ -2,11 +2,11 @@
  * backward kernels. Generic over real_t (see math/generic.h): included by
  * their *_cuda_generic.cuh files, once per precision. */
 
-/* How the sums reach global memory (session 17, H200: both on together
- * with the camera backward's 8 x 4 warps made the merged build; on their
- * own, with warps of whole rows, they were 1-6% slower on the cameras and
- * 0.8% faster on the lidar: benchmarks/RESULTS.md). Set either to 0 through
- * NUREC_OPS_NVCC_FLAGS to time a build without it.
+/* How the sums reach global memory. Defaults on here, which the lidar
+ * keeps; rasterize_camera.cu defines both 0 before this file (H200, sessions
+ * 17-18: they cost the cameras 0.3-6% and gain the lidar ~0.6%:
+ * benchmarks/RESULTS.md). Set either through NUREC_OPS_NVCC_FLAGS to time a
+ * build the other way.
  *   NUREC_SPLAT_ONE_ATOMIC: a warp sum's lanes select their destination and
  *     issue one atomic instruction (0: a branch per destination array);
  *   NUREC_SPLAT_VEC_ATOMICS: a lane that adds its own values uses sm_90's
