@@ -38,6 +38,8 @@ def main():
     ap.add_argument("--rows", type=int, default=128)
     ap.add_argument("--cols", type=int, default=3600)
     ap.add_argument("--warps", action="store_true", help="also each warp's walk (slow: ~10 s)")
+    ap.add_argument("--warp-cols", type=int, default=32,
+                    help="columns a warp covers: 32 (one ray a lane, the kernels'), 64 for two rays a lane")
     a = ap.parse_args()
     sc = street_lidar_scene("cpu", torch.float32, a.rows, a.cols)
     model = sc["model"]
@@ -67,12 +69,15 @@ def main():
     print(f"street lidar {a.rows} x {a.cols}, {sc['means'].shape[0]:,} Gaussians")
     print(table(rows, ["figure", "value"]))
     if a.warps:
-        print(table(warp_rows(out, model), ["per warp", "total", "mean", "max", "max / mean"]))
+        print(f"warps of {a.warp_cols} columns")
+        print(table(warp_rows(out, model, warp_cols=a.warp_cols), ["per warp", "total", "mean", "max", "max / mean"]))
 
 
-def warp_rows(out, model, tile_cols=256):
+def warp_rows(out, model, tile_cols=256, warp_cols=32):
     """Each warp's walk of the CUDA sweeps on sweep 0 (rasterize_lidar_cuda_generic.cuh):
-    the culling test of rl_may_reach against the warp's window, in float64."""
+    the culling test of rl_may_reach against the warp's window, in float64.
+    warp_cols: the columns of a warp's window (64: what two rays a lane
+    would test; chunks stay 32 entries)."""
     records, items, ranges, final_T, last = out[3], out[5], out[6][0], out[7][0], out[8][0]
     records = records[0].double()
     el, caz, roff = [t.double() for t in model]
@@ -93,8 +98,8 @@ def warp_rows(out, model, tile_cols=256):
             disc = A * thr * grow * grow - d * dy * dy
             hw = torch.sqrt(disc.clamp(min=0)) / A + pad
             ctr = u - B * dy / A
-            for j0 in range(bx * tile_cols, min((bx + 1) * tile_cols, W), 32):
-                js = torch.arange(j0, min(j0 + 32, W))
+            for j0 in range(bx * tile_cols, min((bx + 1) * tile_cols, W), warp_cols):
+                js = torch.arange(j0, min(j0 + warp_cols, W))
                 raz = caz[js] + roff[i]
                 rel = wrap(raz - raz[0])  # the window, centred on the warp's rays (rl_warp_window)
                 mid, half = raz[0] + (rel.min() + rel.max()) / 2, (rel.max() - rel.min()) / 2
