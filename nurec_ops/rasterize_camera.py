@@ -253,8 +253,7 @@ def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, op
     _check_model(_OP + "_backward", C, means, camera_model, model_params)
     _check_shutter(_OP + "_backward", C, means, shutter, viewmats_end)
     e = means.new_empty
-    return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e(features.shape), e((C * N, 8)),
-            e((C * N if absgrad else 0, 2)))
+    return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e(features.shape), e((C * N, 16 if absgrad else 8)))
 
 
 def _setup_context(ctx, inputs, output):
@@ -286,7 +285,8 @@ def _backward(ctx, g_render, g_depth, g_alpha, *_unused):
 def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False):
     """The op's backward; also returns the per-item gradient records
     [C * N, 8] (the means2d gradient of SPEC section 8 is their first two)
-    and, with absgrad, SPEC 8's absgrad [C * N, 2] (else [0, 2])."""
+    and, with absgrad, SPEC 8's absgrad [C * N, 2] (else None): the records'
+    rows then have 16 slots, absgrad in slots 8, 9 (csrc/tiles/splat.h)."""
     saved = ctx.saved_tensors
     (means, quats, scales, opacities, features, viewmats, Ks, records, counts, colors, isect, ranges,
      final_T, last, status, seg_state, seg_last) = saved[:17]
@@ -301,7 +301,7 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False):
         g_depth = means.new_zeros(shape + (1,))
     if g_alpha is None:
         g_alpha = means.new_zeros(shape + (1,))
-    gm, gq, gs, go, gf, grec, gabs = ops.rasterize_camera_bwd(
+    gm, gq, gs, go, gf, grec = ops.rasterize_camera_bwd(
         g_render, g_depth, g_alpha, means, quats, scales, opacities, features, viewmats, Ks, backgrounds,
         records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, width, height, near,
         far, sh_degree, segment_min, *ctx.model, taus, absgrad)
@@ -312,7 +312,7 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False):
         g_bg = torch.nan_to_num(g_bg, nan=0.0)
     n_model = ctx.n_inputs - 16  # camera_model, model_params when the call passed them
     return (gm, gq, gs, go, gf, None, None, g_bg, None, None, None, None, None, None, None, None) + (None,) * n_model + (
-        grec, gabs)
+        grec, grec[:, 8:10] if absgrad else None)
 
 
 _FORWARD = AutogradOp("rasterize_camera_fwd", _backward, _setup_context)

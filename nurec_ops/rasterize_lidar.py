@@ -277,8 +277,7 @@ def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, 
     Ck.shape(_OP + "_backward", "grad_range", grad_range, (C, R, W, 1), "[C, R, W, 1]")
     Ck.shape(_OP + "_backward", "grad_alpha", grad_alpha, (C, R, W, 1), "[C, R, W, 1]")
     e = means.new_empty
-    return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e((N, D)), e((C * N, 8)),
-            e((C * N if absgrad else 0, 2)))
+    return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e((N, D)), e((C * N, 16 if absgrad else 8)))
 
 
 def _setup_context(ctx, inputs, output):
@@ -303,7 +302,8 @@ def _backward(ctx, g_feat, g_range, g_alpha, *_unused):
 def _backward_with_records(ctx, g_feat, g_range, g_alpha, absgrad=False):
     """The op's backward; also returns the per-item gradient records
     [C * N, 8] (the means2d gradient of SPEC section 8 is their first two)
-    and, with absgrad, SPEC 8's absgrad [C * N, 2] (else [0, 2])."""
+    and, with absgrad, SPEC 8's absgrad [C * N, 2] (else None): the records'
+    rows then have 16 slots, absgrad in slots 8, 9 (csrc/tiles/splat.h)."""
     (means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order, row_off, records, counts,
      isect, ranges, final_T, last, status, seg_state, seg_last, taus) = ctx.saved_tensors
     near, far, eps2d, segment_min = ctx.cfg
@@ -314,11 +314,11 @@ def _backward_with_records(ctx, g_feat, g_range, g_alpha, absgrad=False):
         g_range = means.new_zeros((C, R, W, 1))
     if g_alpha is None:
         g_alpha = means.new_zeros((C, R, W, 1))
-    gm, gq, gs, go, gf, grec, gabs = ops.rasterize_lidar_bwd(
+    gm, gq, gs, go, gf, grec = ops.rasterize_lidar_bwd(
         g_feat, g_range, g_alpha, means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order,
         row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,
         segment_min, *ctx.rolling, taus if ctx.rolling[0] is not None else None, absgrad)
-    return (gm, gq, gs, go, gf) + (None,) * (ctx.n_inputs - 5) + (grec, gabs)
+    return (gm, gq, gs, go, gf) + (None,) * (ctx.n_inputs - 5) + (grec, grec[:, 8:10] if absgrad else None)
 
 
 _FORWARD = AutogradOp("rasterize_lidar_fwd", _backward, _setup_context)

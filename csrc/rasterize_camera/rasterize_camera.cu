@@ -193,9 +193,9 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
     const int64_t C = p->num_cameras, N = p->num_gaussians, P = C * N;
     const bool sh = p->sh_degree >= 0;
     set_carveouts();
-    if (P > 0 && cudaMemsetAsync(p->grad_records, 0, el * NUREC_RC_GREC_SIZE * (size_t)P, s) != cudaSuccess)
-        return NUREC_ERR_CUDA;
-    if (P > 0 && p->grad_abs && cudaMemsetAsync(p->grad_abs, 0, el * 2 * (size_t)P, s) != cudaSuccess)
+    /* the records' rows, with absgrad's slots when asked for */
+    if (P > 0 && cudaMemsetAsync(p->grad_records, 0, el * NUREC_SPLAT_GREC_ROW(p->absgrad) * (size_t)P, s) !=
+                     cudaSuccess)
         return NUREC_ERR_CUDA;
     size_t gcol = sh ? el * 3 * (size_t)P : el * (size_t)(p->channels * N);
     void* gcol_ptr = sh ? p->grad_colors : p->grad_features;
@@ -203,7 +203,7 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
     if (C > 0 && p->width > 0 && p->height > 0 && p->channels > 0) {
         int passes = num_passes(p);
         const dim3 grid = tile_grid(p, passes);
-        const bool ab = p->grad_abs != nullptr;
+        const bool ab = p->absgrad != 0;
         if (f64) {
             if (ab) rc_backward_kernel_f64<true><<<grid, RC_BWD_THREADS, 0, s>>>(*p, passes);
             else rc_backward_kernel_f64<false><<<grid, RC_BWD_THREADS, 0, s>>>(*p, passes);

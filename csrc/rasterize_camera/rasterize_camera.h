@@ -29,7 +29,6 @@ extern "C" {
 #define NUREC_RC_ALPHA_MAX NUREC_SPLAT_ALPHA_MAX
 #define NUREC_RC_T_MIN NUREC_SPLAT_T_MIN
 #define NUREC_RC_THR_MARGIN NUREC_SPLAT_THR_MARGIN
-#define NUREC_RC_GREC_SIZE NUREC_SPLAT_GREC_SIZE
 
 typedef struct nurec_rasterize_camera_params {
     NUREC_SPLAT_PARAMS_FIELDS /* tiles/splat.h: the Gaussians, poses, binning, parts, gradients */

@@ -74,8 +74,7 @@ static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
     const int sh = p->sh_degree >= 0;
     const NR(splat_rows) feats = NR(rc_feature_rows)(p, p->colors, (void*)p->features);
     const NR(splat_rows) gfeats = NR(rc_feature_rows)(p, p->grad_colors, p->grad_features);
-    memset(grec, 0, sizeof(real_t) * NUREC_SPLAT_GREC_SIZE * (size_t)(C * N));
-    if (p->grad_abs) memset(p->grad_abs, 0, sizeof(real_t) * 2 * (size_t)(C * N));
+    memset(grec, 0, sizeof(real_t) * NUREC_SPLAT_GREC_ROW(p->absgrad) * (size_t)(C * N));
     memset(gfeats.base, 0, sizeof(real_t) * (size_t)((sh ? C * 3 : D) * N));
     real_t* S = (real_t*)malloc(sizeof(real_t) * (size_t)(D > 0 ? D : 1));
     if (!S) return NUREC_ERR_TILES_ALLOC;
@@ -90,8 +89,7 @@ static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
                         for (int64_t k = 0; k < D; ++k) S[k] = bgs ? T * bgs[c * D + k] : 0;
                         NR(splat_cell_backward)(p->isect_items, range[0], p->last[pix], records, &feats, D,
                                                 (real_t)x + (real_t)0.5, (real_t)y + (real_t)0.5, T, S,
-                                                gR + D * pix, gD[pix], gA[pix], grec, &gfeats,
-                                                (real_t*)p->grad_abs);
+                                                gR + D * pix, gD[pix], gA[pix], grec, &gfeats, p->absgrad);
                     }
             }
     free(S);

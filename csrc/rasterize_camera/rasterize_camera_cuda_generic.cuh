@@ -470,10 +470,10 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             const unsigned mask = __ballot_sync(0xffffffffu, contrib);
             if (mask == 0) continue;
             const int64_t it = s_it[k];
-            real_t* g = grec + NUREC_SPLAT_GREC_SIZE * it;
+            real_t* g = grec + NUREC_SPLAT_GREC_ROW(kAbs) * it;
             real_t* gc = gcol + s_gc[k];
-            /* SPEC 8's absgrad (the glue allows it with one pass of channels) */
-            real_t* ga = kAbs ? (real_t*)p.grad_abs + 2 * it : (real_t*)0;
+            /* SPEC 8's absgrad, in the record's row (the glue allows it with one pass of channels) */
+            real_t* ga = kAbs ? g + NUREC_SPLAT_GREC_ABS : (real_t*)0;
             if (__popc(mask) > (kAbs ? RC_BWD_DIRECT_LANES_ABS : RC_BWD_DIRECT_LANES)) {
                 /* many pixels of the warp: the warp's sums, one atomic per value */
                 NR(splat_warp_add)(v, RC_CH, lane, g, pass == 0 ? 7 : 6, gc, nch, ga, av);

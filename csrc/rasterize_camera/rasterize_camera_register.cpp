@@ -199,9 +199,9 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
 // The gradients of the Gaussians, and per (camera, Gaussian) item its
 // gradient record (NUREC_SPLAT_GREC_SIZE values: u, v, conic, opacity,
 // depth; SPEC section 8's means2d gradient is its first two), and with
-// `absgrad` SPEC 8's sum over pixels of |means2d gradient| [C * N, 2]
-// (else [0, 2]).
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
+// `absgrad` 16 values a row, slots 8, 9 SPEC 8's sum over pixels of
+// |means2d gradient| (tiles/splat.h, NUREC_SPLAT_GREC_ABS).
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     Tensor grad_render, Tensor grad_depth, Tensor grad_alpha, Tensor means, Tensor quats,
     Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor Ks,
     std::optional<Tensor> backgrounds, Tensor records, Tensor counts, Tensor colors,
@@ -249,23 +249,22 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_cam
     p.grad_render = grad_render.data_ptr();
     p.grad_depth = grad_depth.data_ptr();
     p.grad_alpha = grad_alpha.data_ptr();
-    Tensor grad_records = empty_like_shape(in.means, {P, NUREC_RC_GREC_SIZE});
-    Tensor grad_colors = empty_like_shape(in.means, {sh_degree >= 0 ? P * 3 : 0});
-    p.grad_records = grad_records.data_ptr();
-    p.grad_colors = grad_colors.data_ptr();
     // per pixel |d loss / d (u, v)| needs the whole gradient of a pixel in
     // one walk: one CUDA pass of channels (the CPU walks all at once, and
     // refuses the same inputs so that both devices agree)
     NUREC_CHECK(!absgrad || D <= NUREC_RC_CHANNELS_PER_PASS, "nurec_ops.", op, ": `absgrad` supports at most ",
                 NUREC_RC_CHANNELS_PER_PASS, " feature channels (RGB or SH), got ", D);
-    Tensor grad_abs = empty_like_shape(in.means, {absgrad ? P : 0, 2});
-    p.grad_abs = absgrad ? grad_abs.data_ptr() : nullptr;
+    p.absgrad = absgrad ? 1 : 0;
+    Tensor grad_records = empty_like_shape(in.means, {P, NUREC_SPLAT_GREC_ROW(p.absgrad)});
+    Tensor grad_colors = empty_like_shape(in.means, {sh_degree >= 0 ? P * 3 : 0});
+    p.grad_records = grad_records.data_ptr();
+    p.grad_colors = grad_colors.data_ptr();
     SplatGrads g = splat_grads(in.means, p,
                                sh_degree >= 0 ? empty_like_shape(in.means, {N, p.sh_coeffs, 3})
                                               : empty_like_shape(in.means, {N, D}));
     splat_check_status(op, launch(op, in.means, p, nurec_rasterize_camera_backward_cpu,
                                   NUREC_CUDA_ONLY(nurec_rasterize_camera_backward_cuda)));
-    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records, grad_abs};
+    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records};
 }
 // ====================================================== end rasterize_camera
 
@@ -287,7 +286,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor status, Tensor seg_state, Tensor seg_last, int width, int height, float near, "
           "float far, int sh_degree, int segment_min, int camera_model=0, Tensor? model_params=None, "
           "int shutter=0, Tensor? viewmats_end=None, Tensor? taus=None, bool absgrad=False) -> (Tensor, Tensor, Tensor, "
-          "Tensor, Tensor, Tensor grad_records, Tensor grad_abs)");
+          "Tensor, Tensor, Tensor grad_records)");
 }
 
 // One function serves both dispatch keys: it branches on the device itself.

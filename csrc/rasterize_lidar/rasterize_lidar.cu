@@ -207,15 +207,15 @@ extern "C" int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_p
     const size_t el = f64 ? sizeof(double) : sizeof(float);
     const int64_t C = p->num_sweeps, N = p->num_gaussians, P = C * N;
     set_carveouts();
-    if (P > 0 && cudaMemsetAsync(p->grad_records, 0, el * NUREC_SPLAT_GREC_SIZE * (size_t)P, s) != cudaSuccess)
-        return NUREC_ERR_CUDA;
-    if (P > 0 && p->grad_abs && cudaMemsetAsync(p->grad_abs, 0, el * 2 * (size_t)P, s) != cudaSuccess)
+    /* the records' rows, with absgrad's slots when asked for */
+    if (P > 0 && cudaMemsetAsync(p->grad_records, 0, el * NUREC_SPLAT_GREC_ROW(p->absgrad) * (size_t)P, s) !=
+                     cudaSuccess)
         return NUREC_ERR_CUDA;
     size_t gf = el * (size_t)(p->channels * N);
     if (gf > 0 && cudaMemsetAsync(p->grad_features, 0, gf, s) != cudaSuccess) return NUREC_ERR_CUDA;
     if (C > 0 && p->rows > 0 && p->cols > 0 && p->channels > 0) {
         int passes = num_passes(p);
-        const bool ab = p->grad_abs != nullptr;
+        const bool ab = p->absgrad != 0;
         const dim3 grid = sweep_grid(p, passes);
         if (f64) {
             if (ab) rl_backward_kernel_f64<true><<<grid, slice_threads(), 0, s>>>(*p, passes);

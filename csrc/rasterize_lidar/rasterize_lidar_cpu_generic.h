@@ -56,8 +56,7 @@ static int NR(rl_backward_cpu)(const nurec_rasterize_lidar_params* p) {
     real_t* grec = (real_t*)p->grad_records;
     const NR(splat_rows) feats = {(real_t*)p->features, D, N};
     const NR(splat_rows) gfeats = {(real_t*)p->grad_features, D, N};
-    memset(grec, 0, sizeof(real_t) * NUREC_SPLAT_GREC_SIZE * (size_t)(C * N));
-    if (p->grad_abs) memset(p->grad_abs, 0, sizeof(real_t) * 2 * (size_t)(C * N));
+    memset(grec, 0, sizeof(real_t) * NUREC_SPLAT_GREC_ROW(p->absgrad) * (size_t)(C * N));
     memset(gfeats.base, 0, sizeof(real_t) * (size_t)(D * N));
     real_t* S = (real_t*)malloc(sizeof(real_t) * (size_t)(D > 0 ? D : 1));
     if (!S) return NUREC_ERR_TILES_ALLOC;
@@ -68,7 +67,7 @@ static int NR(rl_backward_cpu)(const nurec_rasterize_lidar_params* p) {
         for (int64_t k = 0; k < D; ++k) S[k] = 0; /* no background behind a ray */
         NR(splat_cell_backward)(p->isect_items, range[0], p->last[ray], records, &feats, D,
                                 col_az[j] + row_off[i], row_el[i], ((const real_t*)p->final_T)[ray], S,
-                                gF + D * uray, gR[uray], gA[uray], grec, &gfeats, (real_t*)p->grad_abs);
+                                gF + D * uray, gR[uray], gA[uray], grec, &gfeats, p->absgrad);
     }
     free(S);
 

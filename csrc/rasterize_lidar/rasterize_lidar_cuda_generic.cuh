@@ -479,10 +479,10 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
             }
             const unsigned cm = __ballot_sync(0xffffffffu, contrib);
             if (cm == 0) continue;
-            real_t* g = grec + NUREC_SPLAT_GREC_SIZE * x.it;
+            real_t* g = grec + NUREC_SPLAT_GREC_ROW(kAbs) * x.it;
             real_t* gc = gfeat + D * (x.it % N) + c0;
-            /* SPEC 8's absgrad (the glue allows it with one pass of channels) */
-            real_t* ga = kAbs ? (real_t*)p.grad_abs + 2 * x.it : (real_t*)0;
+            /* SPEC 8's absgrad, in the record's row (the glue allows it with one pass of channels) */
+            real_t* ga = kAbs ? g + NUREC_SPLAT_GREC_ABS : (real_t*)0;
             if (__popc(cm) > (kAbs ? RL_BWD_DIRECT_LANES_ABS : RL_BWD_DIRECT_LANES)) {
                 NR(splat_warp_add)(v, RL_CH, lane, g, pass == 0 ? 7 : 6, gc, nch, ga, (const real_t*)0);
             } else if (contrib) {

@@ -169,7 +169,7 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
             b.tile_ranges, b.final_T, b.last, b.status, seg_state, seg_last, taus};
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     Tensor grad_features, Tensor grad_range, Tensor grad_alpha, Tensor means, Tensor quats,
     Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor row_elevations,
     Tensor column_azimuths, Tensor column_order, Tensor row_azimuth_offsets, Tensor records, Tensor counts,
@@ -211,18 +211,17 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lid
     p.grad_out_features = grad_features.data_ptr();
     p.grad_range = grad_range.data_ptr();
     p.grad_alpha = grad_alpha.data_ptr();
-    Tensor grad_records = empty_like_shape(in.means, {C * N, NUREC_SPLAT_GREC_SIZE});
-    p.grad_records = grad_records.data_ptr();
     // as the camera's: the whole gradient of a ray in one walk
     NUREC_CHECK(!absgrad || D <= NUREC_RL_CHANNELS_PER_PASS, "nurec_ops.", op, ": `absgrad` supports at most ",
                 NUREC_RL_CHANNELS_PER_PASS, " feature channels, got ", D);
-    Tensor grad_abs = empty_like_shape(in.means, {absgrad ? C * N : 0, 2});
-    p.grad_abs = absgrad ? grad_abs.data_ptr() : nullptr;
+    p.absgrad = absgrad ? 1 : 0;  // in the records' rows (tiles/splat.h, NUREC_SPLAT_GREC_ABS)
+    Tensor grad_records = empty_like_shape(in.means, {C * N, NUREC_SPLAT_GREC_ROW(p.absgrad)});
+    p.grad_records = grad_records.data_ptr();
     SplatGrads g = splat_grads(in.means, p, empty_like_shape(in.means, {N, D}));
     if (!in.means.is_cpu()) rl_check_grid(op, p);
     splat_check_status(op, launch(op, in.means, p, nurec_rasterize_lidar_backward_cpu,
                                   NUREC_CUDA_ONLY(nurec_rasterize_lidar_backward_cuda)));
-    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records, grad_abs};
+    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records};
 }
 // ======================================================= end rasterize_lidar
 
@@ -243,7 +242,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, Tensor seg_state, "
           "Tensor seg_last, float near, float far, float eps2d, int segment_min, Tensor? viewmats_end=None, "
           "Tensor? column_times=None, Tensor? taus=None, bool absgrad=False) "
-          "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor grad_records, Tensor grad_abs)");
+          "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor grad_records)");
 }
 
 // One function serves both dispatch keys: it branches on the device itself.

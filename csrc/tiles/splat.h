@@ -15,6 +15,14 @@
  * gu, gv, gA, gB, gC, go, gdepth, unused (u, v, A, B, C, o, depth as in the
  * tile record, tiles.h). */
 #define NUREC_SPLAT_GREC_SIZE 8
+/* With SPEC 8's absgrad the record's row has 16 slots and absgrad's pair
+ * sits in slots 8, 9: the row is 64 bytes (float32), so the warp's atomics
+ * of a Gaussian's record and absgrad meet one cache line, in one atomic
+ * instruction (splat_warp_add), where a [C, N, 2] array of its own made them
+ * a third line and a third instruction per (entry, warp). */
+#define NUREC_SPLAT_GREC_ABS_SIZE 16
+#define NUREC_SPLAT_GREC_ABS 8
+#define NUREC_SPLAT_GREC_ROW(absgrad) ((absgrad) ? NUREC_SPLAT_GREC_ABS_SIZE : NUREC_SPLAT_GREC_SIZE)
 
 /* Long tile lists cut into parts (CUDA): flags in a part's per-cell last
  * entry (seg_last). The part's own compositing reached the transmittance
@@ -72,8 +80,8 @@
     void* alpha;             /* [C, cells] forward output */ \
     /* backward */ \
     const void* grad_alpha;  /* [C, cells] */ \
-    void* grad_records;      /* [C, N, NUREC_SPLAT_GREC_SIZE] scratch, zeroed by the launcher */ \
-    void* grad_abs;          /* [C, N, 2] SPEC 8's absgrad (one pass of channels), or NULL */ \
+    void* grad_records;      /* [C, N, NUREC_SPLAT_GREC_ROW(absgrad)] scratch, zeroed by the launcher */ \
+    int absgrad;             /* SPEC 8's absgrad in the records' slots 8, 9 (one pass of channels) */ \
     void* grad_means;        /* [N, 3] */ \
     void* grad_quats;        /* [N, 4] */ \
     void* grad_scales;       /* [N, 3] */ \

@@ -53,14 +53,15 @@ static real_t NR(splat_cell_forward)(const int32_t* items, int64_t start, int64_
 
 /* Back to front over the entries [start, start + last) of the forward:
  * adds each Gaussian's gradient to its record row (grad_records, 7 values),
- * its feature row and, when gabs is not NULL, the absolute values of this
- * cell's (u, v) gradient to its gabs row (2 values, SPEC 8's absgrad). T is the forward's final transmittance, S[D] what
+ * its feature row and, with absgrad, the absolute values of this cell's
+ * (u, v) gradient to the row's slots NUREC_SPLAT_GREC_ABS, + 1 (SPEC 8's
+ * absgrad; rows of NUREC_SPLAT_GREC_ROW(absgrad)). T is the forward's final transmittance, S[D] what
  * was composited behind the list (the background, or 0; overwritten), gf
  * (D), gz and g_alpha the cell's output gradients. */
 static void NR(splat_cell_backward)(const int32_t* items, int64_t start, int32_t last, const real_t* records,
                                     const NR(splat_rows)* feats, int64_t D, real_t cu, real_t cv, real_t T,
                                     real_t* S, const real_t* gf, real_t gz, real_t g_alpha, real_t* grec,
-                                    const NR(splat_rows)* gfeats, real_t* gabs) {
+                                    const NR(splat_rows)* gfeats, int absgrad) {
     real_t Sz = 0, gTa = g_alpha * T;
     for (int64_t j = start + last - 1; j >= start; --j) {
         int64_t it = items[j];
@@ -72,14 +73,14 @@ static void NR(splat_cell_backward)(const int32_t* items, int64_t start, int32_t
         real_t ga = NR(splat_composite_vjp)(a, f, (int)D, rec[NUREC_TREC_DEPTH], gf, gz, gTa, &T, S, &Sz, &w);
         real_t* gc = NR(splat_row)(gfeats, it);
         for (int64_t k = 0; k < D; ++k) gc[k] += w * gf[k];
-        real_t* g = grec + NUREC_SPLAT_GREC_SIZE * it;
+        real_t* g = grec + NUREC_SPLAT_GREC_ROW(absgrad) * it;
         real_t here[6] = {0, 0, 0, 0, 0, 0};
         NR(splat_alpha_vjp)(rec, vis, dx, dy, ga, here);
         for (int k = 0; k < 6; ++k) g[k] += here[k];
         g[6] += w * gz;
-        if (gabs) {
-            gabs[2 * it] += R_FABS(here[0]);
-            gabs[2 * it + 1] += R_FABS(here[1]);
+        if (absgrad) {
+            g[NUREC_SPLAT_GREC_ABS] += R_FABS(here[0]);
+            g[NUREC_SPLAT_GREC_ABS + 1] += R_FABS(here[1]);
         }
     }
 }

@@ -70,7 +70,7 @@ NUREC_HD void SPLAT_FN(project_vjp_gaussian)(const SPLAT_PARAMS* p, int64_t g, i
         SPLAT_AT_TIME(p, c, it, m, 0, &S);
         SPLAT_PROJ P;
         real_t rec[NUREC_TREC_SIZE], q1[4], s1[3], gr[NUREC_SPLAT_GREC_SIZE];
-        const real_t* gp = (const real_t*)p->grad_records + NUREC_SPLAT_GREC_SIZE * it;
+        const real_t* gp = (const real_t*)p->grad_records + NUREC_SPLAT_GREC_ROW(p->absgrad) * it;
         for (int k = 0; k < NUREC_SPLAT_GREC_SIZE; ++k) gr[k] = gp[k];
         SPLAT_PROJECT(p, &S, m, q, s, o, &P, rec);
         SPLAT_PROJECT_VJP(&S, m, q, s, &P, gr, gm, q1, s1);

@@ -59,7 +59,8 @@ NUREC_HD_DEV real_t NR(splat_warp_reduce16)(real_t a[16], int lane) {
  * where av is not NULL: a lane that sums several pixels passes the sums of
  * their |.|) to g_abs[0..1], in the butterfly's spare slots (the 16
  * shuffles sum 16 values either way); one atomic per value, issued by 16
- * lanes at once. Every lane of the warp must call it. */
+ * lanes at once (g_abs is the record row's slots 8, 9: tiles/splat.h's
+ * NUREC_SPLAT_GREC_ABS). Every lane of the warp must call it. */
 NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int nfs, int lane, real_t* g_rec, int n_rec,
                                      real_t* g_feat, int n_feat, real_t* g_abs, const real_t* av) {
     const int nv = 7 + nfs;
@@ -85,12 +86,14 @@ NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int nfs, int lane, real_t*
     if ((lane & 1) == 0 && dst) atomicAdd(dst, total);
 #else
     if ((lane & 1) != 0) return;
-    if (q < 7) {
-        if (q < n_rec) atomicAdd(g_rec + q, total);
-    } else if (q - 7 < nfs) {
+    if (q >= 7 && q - 7 < nfs) {
         if (q - 7 < n_feat) atomicAdd(g_feat + (q - 7), total);
-    } else if (q - 7 - nfs < 2 && g_abs) {
-        atomicAdd(g_abs + (q - 7 - nfs), total);
+    } else {
+        /* the record and absgrad in one instruction: g_abs is the record
+           row's slots 8, 9 (NUREC_SPLAT_GREC_ABS), so one line is touched */
+        real_t* dst = q < 7 ? (q < n_rec ? g_rec + q : (real_t*)0)
+                            : (g_abs && q - 7 - nfs < 2 ? g_abs + (q - 7 - nfs) : (real_t*)0);
+        if (dst) atomicAdd(dst, total);
     }
 #endif
 }
