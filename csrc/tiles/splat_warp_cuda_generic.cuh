@@ -86,13 +86,18 @@ NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int nfs, int lane, real_t*
     if ((lane & 1) == 0 && dst) atomicAdd(dst, total);
 #else
     if ((lane & 1) != 0) return;
-    if (q >= 7 && q - 7 < nfs) {
+    if (!g_abs) { /* a literal NULL where the caller has no absgrad: this branch only */
+        if (q < 7) {
+            if (q < n_rec) atomicAdd(g_rec + q, total);
+        } else if (q - 7 < nfs && q - 7 < n_feat) {
+            atomicAdd(g_feat + (q - 7), total);
+        }
+    } else if (q >= 7 && q - 7 < nfs) {
         if (q - 7 < n_feat) atomicAdd(g_feat + (q - 7), total);
     } else {
         /* the record and absgrad in one instruction: g_abs is the record
            row's slots 8, 9 (NUREC_SPLAT_GREC_ABS), so one line is touched */
-        real_t* dst = q < 7 ? (q < n_rec ? g_rec + q : (real_t*)0)
-                            : (g_abs && q - 7 - nfs < 2 ? g_abs + (q - 7 - nfs) : (real_t*)0);
+        real_t* dst = q < 7 ? (q < n_rec ? g_rec + q : (real_t*)0) : (q - 7 - nfs < 2 ? g_abs + (q - 7 - nfs) : (real_t*)0);
         if (dst) atomicAdd(dst, total);
     }
 #endif
