@@ -17,6 +17,11 @@
 #ifndef NUREC_SPLAT_VEC_ATOMICS
 #define NUREC_SPLAT_VEC_ATOMICS 1
 #endif
+/* Without NUREC_SPLAT_VEC_ATOMICS: absgrad's pair of a lane that adds its own
+ * values in one float2 atomic (1) or two scalar ones (0). */
+#ifndef NUREC_SPLAT_ABS_VEC2
+#define NUREC_SPLAT_ABS_VEC2 0
+#endif
 
 #ifndef NUREC_SPLAT_REDUCED_INDEX
 #define NUREC_SPLAT_REDUCED_INDEX
@@ -123,8 +128,14 @@ NUREC_HD_DEV void NR(splat_lane_add)(const real_t* v, int nfs, real_t* g_rec, in
     for (int q = 0; q < nfs; ++q)
         if (q < n_feat) atomicAdd(g_feat + q, v[7 + q]);
     if (g_abs) {
+#if NUREC_SPLAT_ABS_VEC2 && !R_IS_F64 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        /* absgrad's pair in one vector atomic (8-byte aligned: slots 8, 9
+           of a 64-byte row), without the record's float4s */
+        atomicAdd((float2*)g_abs, make_float2(abs0, abs1));
+#else
         atomicAdd(g_abs, abs0);
         atomicAdd(g_abs + 1, abs1);
+#endif
     }
 #endif
 }
