@@ -25,6 +25,15 @@
 #define NUREC_SPLAT_ABS_VEC2 1
 #endif
 
+/* A measurement switch, never for use: 1 skips the global atomics of both
+ * helpers below (a comparison against a value no sum takes keeps every sum
+ * computed), so that a timed build shows what the atomics themselves cost.
+ * Its gradients are wrong. */
+#ifndef NUREC_SPLAT_DIAG_SKIP_ATOMICS
+#define NUREC_SPLAT_DIAG_SKIP_ATOMICS 0
+#endif
+#define NUREC_SPLAT_DIAG_SENTINEL (-1.2345e30)
+
 #ifndef NUREC_SPLAT_REDUCED_INDEX
 #define NUREC_SPLAT_REDUCED_INDEX
 /* Which of the 16 values lane l holds after NR(splat_warp_reduce16): bits
@@ -80,6 +89,9 @@ NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int nfs, int lane, real_t*
     }
     const real_t total = NR(splat_warp_reduce16)(a, lane);
     const int q = nurec_splat_reduced_index(lane);
+#if NUREC_SPLAT_DIAG_SKIP_ATOMICS
+    if (total != (real_t)NUREC_SPLAT_DIAG_SENTINEL) return;
+#endif
 #if NUREC_SPLAT_ONE_ATOMIC
     /* each lane picks its destination, then one atomic instruction for the
        warp: a branch per destination array issued up to three */
@@ -115,6 +127,11 @@ NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int nfs, int lane, real_t*
 NUREC_HD_DEV void NR(splat_lane_add)(const real_t* v, int nfs, real_t* g_rec, int n_rec, real_t* g_feat,
                                      int n_feat, real_t* g_abs, const real_t* av) {
     const real_t abs0 = av ? av[0] : R_FABS(v[0]), abs1 = av ? av[1] : R_FABS(v[1]);
+#if NUREC_SPLAT_DIAG_SKIP_ATOMICS
+    real_t all = abs0 + abs1;
+    for (int q = 0; q < 7 + nfs; ++q) all += v[q];
+    if (all != (real_t)NUREC_SPLAT_DIAG_SENTINEL) return;
+#endif
 #if NUREC_SPLAT_VEC_ATOMICS && !R_IS_F64 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     /* sm_90's vector reductions: the record row's 8 slots in two (a row of
        [P, 8] float32 scratch from the glue: 32-byte aligned; slot 7 is
