@@ -17,6 +17,12 @@
 #ifndef NUREC_SPLAT_VEC_ATOMICS
 #define NUREC_SPLAT_VEC_ATOMICS 1
 #endif
+/* absgrad's two warp totals in one float2 reduction from one lane (1), or
+ * as two lanes' scalar ones with the record's (0). Not yet timed
+ * (benchmarks/RESULTS.md, prepared at the end of session 19). */
+#ifndef NUREC_SPLAT_ABS_WARP_VEC2
+#define NUREC_SPLAT_ABS_WARP_VEC2 0
+#endif
 /* Without NUREC_SPLAT_VEC_ATOMICS (the camera): absgrad's pair of a lane
  * that adds its own values in one float2 atomic (1) or two scalar ones (0).
  * H200, session 19, street camera fwd+bwd with absgrad: 2.756-2.759 ms
@@ -91,6 +97,15 @@ NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int nfs, int lane, real_t*
     const int q = nurec_splat_reduced_index(lane);
 #if NUREC_SPLAT_DIAG_SKIP_ATOMICS
     if (total != (real_t)NUREC_SPLAT_DIAG_SENTINEL) return;
+#endif
+#if NUREC_SPLAT_ABS_WARP_VEC2 && !R_IS_F64 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (g_abs) { /* uniform over the warp: every lane shuffles */
+        /* value q sits in lanes 2q, 2q + 1: absgrad's second total is two
+           lanes up from its first; one 8-byte reduction for the pair */
+        const real_t next = __shfl_down_sync(0xffffffffu, total, 2);
+        if ((lane & 1) == 0 && q == 7 + nfs) atomicAdd((float2*)g_abs, make_float2(total, next));
+        g_abs = (real_t*)0; /* the record and features as without absgrad */
+    }
 #endif
 #if NUREC_SPLAT_ONE_ATOMIC
     /* each lane picks its destination, then one atomic instruction for the
