@@ -21,6 +21,18 @@ opacity-aware ellipse, in pixels or in lidar cells; 0 for a Gaussian the
 binning dropped), ``depths [C, N]`` (camera z, lidar range)."""
 
 
+# The rasterizers' backward gradient records (csrc/tiles/splat.h): rows of
+# NUREC_SPLAT_GREC_SIZE values, or NUREC_SPLAT_GREC_ABS_SIZE with absgrad,
+# whose slots NUREC_SPLAT_GREC_ABS, + 1 hold SPEC 8's absgrad.
+def grad_records_width(absgrad):
+    return 16 if absgrad else 8
+
+
+def absgrad_of(grad_records, absgrad):
+    """SPEC 8's absgrad [C * N, 2] from the backward's records (a view), or None."""
+    return grad_records[:, 8:10] if absgrad else None
+
+
 def meta_of(records, counts, cell=(1.0, 1.0), means2d=None):
     """Meta from a forward's records [C, N, 8] (u, v, conic A B C, opacity,
     depth, threshold) and tile counts [C, N], by the one-pass op

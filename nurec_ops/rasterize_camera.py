@@ -9,7 +9,7 @@ from . import _camera_models
 from . import _checks as Ck
 from . import _rolling_shutter
 from ._library import AutogradOp, named_outputs, ops
-from ._meta import Meta, means2d_grad_function, run_with_meta  # noqa: F401  (Meta: the return_meta type)
+from ._meta import Meta, absgrad_of, grad_records_width, means2d_grad_function, run_with_meta  # noqa: F401  (Meta: the return_meta type)
 from .nvtx import ranged
 
 _OP = "rasterize_camera"
@@ -253,7 +253,7 @@ def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, op
     _check_model(_OP + "_backward", C, means, camera_model, model_params)
     _check_shutter(_OP + "_backward", C, means, shutter, viewmats_end)
     e = means.new_empty
-    return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e(features.shape), e((C * N, 16 if absgrad else 8)))
+    return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e(features.shape), e((C * N, grad_records_width(absgrad))))
 
 
 def _setup_context(ctx, inputs, output):
@@ -312,7 +312,7 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False):
         g_bg = torch.nan_to_num(g_bg, nan=0.0)
     n_model = ctx.n_inputs - 16  # camera_model, model_params when the call passed them
     return (gm, gq, gs, go, gf, None, None, g_bg, None, None, None, None, None, None, None, None) + (None,) * n_model + (
-        grec, grec[:, 8:10] if absgrad else None)
+        grec, absgrad_of(grec, absgrad))
 
 
 _FORWARD = AutogradOp("rasterize_camera_fwd", _backward, _setup_context)

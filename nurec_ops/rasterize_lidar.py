@@ -10,7 +10,7 @@ from . import _binning
 from . import _checks as Ck
 from ._lidar_table import canonical_columns, cell_size
 from ._library import AutogradOp, named_outputs, ops
-from ._meta import means2d_grad_function, run_with_meta
+from ._meta import absgrad_of, grad_records_width, means2d_grad_function, run_with_meta
 from .nvtx import ranged
 
 _OP = "rasterize_lidar"
@@ -277,7 +277,7 @@ def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, 
     Ck.shape(_OP + "_backward", "grad_range", grad_range, (C, R, W, 1), "[C, R, W, 1]")
     Ck.shape(_OP + "_backward", "grad_alpha", grad_alpha, (C, R, W, 1), "[C, R, W, 1]")
     e = means.new_empty
-    return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e((N, D)), e((C * N, 16 if absgrad else 8)))
+    return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e((N, D)), e((C * N, grad_records_width(absgrad))))
 
 
 def _setup_context(ctx, inputs, output):
@@ -318,7 +318,7 @@ def _backward_with_records(ctx, g_feat, g_range, g_alpha, absgrad=False):
         g_feat, g_range, g_alpha, means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order,
         row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,
         segment_min, *ctx.rolling, taus if ctx.rolling[0] is not None else None, absgrad)
-    return (gm, gq, gs, go, gf) + (None,) * (ctx.n_inputs - 5) + (grec, grec[:, 8:10] if absgrad else None)
+    return (gm, gq, gs, go, gf) + (None,) * (ctx.n_inputs - 5) + (grec, absgrad_of(grec, absgrad))
 
 
 _FORWARD = AutogradOp("rasterize_lidar_fwd", _backward, _setup_context)
