@@ -535,3 +535,41 @@ def test_rasterizers_return_named_outputs():
     sl = tl.to(tl.random_scene(N=30, C=1), "cpu", torch.float64, grad=False)
     out = tl.run(nurec_ops.rasterize_lidar, sl)
     assert out._fields == ("features", "range", "alpha") and out.features is out[0]
+
+
+@gpu
+@pytest.mark.parametrize("sensor", ["camera", "lidar"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_absgrad_cuda_matches_cpu_dense(sensor, dtype):
+    """absgrad where many lanes of a warp share a Gaussian (the CUDA
+    backward's warp sums and vector atomics, which the small reference test
+    above never reaches), on both rasterizers, float32 and float64: the CUDA
+    means2d gradient and absgrad against the CPU kernel's in float64 (which
+    sums each pixel's |.| one by one)."""
+    import test_rasterize_lidar as tl
+    torch.manual_seed(torch.initial_seed() % (1 << 31))
+    if sensor == "camera":
+        m, s = tc, tc.random_scene(N=3000, C=2, W=160, H=96, D=3)
+        s["scales"] = s["scales"] * 2.0  # footprints of many pixels
+        op = nurec_ops.rasterize_camera
+    else:
+        m, s = tl, tl.random_scene(N=3000, C=2, D=2, row_step=2, col_step=3)
+        op = nurec_ops.rasterize_lidar
+    out = {}
+    for dev, dt in (("cuda", dtype), ("cpu", torch.float64)):
+        sd = m.to(s, dev, dt)
+        res = m.run(lambda *x, **k: op(*x, **k, return_meta=True, means2d_grad=True, absgrad=True), sd)
+        outs, meta = res[:-1], res[-1]
+        if dev == "cuda":
+            g = torch.Generator().manual_seed(2)
+            cot = [torch.randn(o.shape, generator=g, dtype=torch.float64) for o in outs]
+        torch.autograd.backward(list(outs), [c.to(dev, dt) for c in cot])
+        out[dev] = (meta.means2d.grad.double().cpu(), meta.means2d.absgrad.double().cpu(), meta.radii.cpu())
+    (gc, ac, rc), (gp, ap, rp) = out["cuda"], out["cpu"]
+    kept = (rc > 0).all(-1) & (rp > 0).all(-1)
+    assert kept.sum() > 1000, "the scene keeps too few Gaussians to test the warp sums"
+    tol = 1e-9 if dtype == torch.float64 else 2e-3
+    for name, a, b in (("means2d.grad", gc, gp), ("absgrad", ac, ap)):
+        err = (a[kept] - b[kept]).norm() / b[kept].norm().clamp_min(1e-12)
+        assert err < tol, (name, err.item())
+    assert (ac[kept] >= gc[kept].abs() * (1 - tol) - 1e-7).all()
