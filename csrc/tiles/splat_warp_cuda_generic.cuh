@@ -18,10 +18,12 @@
 #define NUREC_SPLAT_VEC_ATOMICS 1
 #endif
 /* absgrad's two warp totals in one float2 reduction from one lane (1), or
- * as two lanes' scalar ones with the record's (0). Not yet timed
- * (benchmarks/RESULTS.md, prepared at the end of session 19). */
+ * as two lanes' scalar ones with the record's (0). H200, session 20 (on the
+ * parts-list branch, fwd+bwd with absgrad against without): absgrad's cost
+ * +0.4-0.5% (street camera) and +2.4-2.6% (lidar) against +1.4-1.9% and
+ * +3.5% with 0; the plain kernels are the same code. */
 #ifndef NUREC_SPLAT_ABS_WARP_VEC2
-#define NUREC_SPLAT_ABS_WARP_VEC2 0
+#define NUREC_SPLAT_ABS_WARP_VEC2 1
 #endif
 /* Without NUREC_SPLAT_VEC_ATOMICS (the camera): absgrad's pair of a lane
  * that adds its own values in one float2 atomic (1) or two scalar ones (0).
