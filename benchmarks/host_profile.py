@@ -1,0 +1,113 @@
+"""Where the camera op's host time goes, per fwd+bwd call: the time the host
+takes to issue a call while the device never holds it up (10 calls after a
+synchronize, so the launch queue never fills; median of 20 bursts), the
+wall time back to back, and torch.profiler's CPU-side events by name (self
+time and count per call: the CUDA runtime's launches, memsets and copies,
+allocations, the autograd engine, our ops' C++ glue).
+
+A step whose host time exceeds its device time is host-bound: faster
+kernels do not shorten it (RESULTS.md, session 20: the small trainer scene
+of examples/gsplat_trainer_swap.py, 1.16 ms of host time per camera call).
+
+    python3 benchmarks/host_profile.py [--device cuda|cpu] [--top 18]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import nurec_ops  # noqa: E402,F401
+from bench_builds import make_step  # noqa: E402
+
+
+def ring_scene(device, N=20000, C=8, W=640, H=480, seed=0):
+    """examples/gsplat_trainer_swap.py's small scene in size: N Gaussians
+    around the origin seen by C cameras on a ring, looking in."""
+    g = torch.Generator().manual_seed(seed)
+    sc = dict(means=torch.randn(N, 3, generator=g), quats=torch.randn(N, 4, generator=g),
+              scales=torch.rand(N, 3, generator=g) * 0.03 + 0.005, opacities=torch.rand(N, generator=g),
+              features=torch.rand(N, 3, generator=g))
+    V = torch.eye(4).repeat(C, 1, 1)
+    for i in range(C):
+        a = torch.tensor(2 * torch.pi * i / C)
+        c, s = torch.cos(a).item(), torch.sin(a).item()
+        R = torch.tensor([[-s, c, 0.0], [0.0, 0.0, -1.0], [-c, -s, 0.0]])
+        V[i, :3, :3] = R
+        V[i, :3, 3] = -R @ torch.tensor([4 * c, 4 * s, 0.0])
+    K = torch.tensor([[500.0, 0, W / 2], [0, 500.0, H / 2], [0, 0, 1]]).repeat(C, 1, 1)
+    sc = {k: v.to(device) for k, v in sc.items()}
+    sc.update(viewmats=V.to(device), Ks=K.to(device), width=W, height=H)
+    return sc
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def host_and_wall_us(f, device, bursts=20, per_burst=10, calls=50):
+    for _ in range(10):
+        f()
+    sync(device)
+    hs = []
+    for _ in range(bursts):
+        t = time.perf_counter()
+        for _ in range(per_burst):
+            f()
+        hs.append((time.perf_counter() - t) / per_burst * 1e6)
+        sync(device)
+    t = time.perf_counter()
+    for _ in range(calls):
+        f()
+    sync(device)
+    return statistics.median(hs), (time.perf_counter() - t) / calls * 1e6
+
+
+def cpu_events(f, device, calls=20, top=18):
+    """(name, count per call, self CPU us per call) of the CPU-side events,
+    largest first."""
+    for _ in range(5):
+        f()
+    sync(device)
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        for _ in range(calls):
+            f()
+        sync(device)
+    rows = [(e.key, e.count / calls, e.self_cpu_time_total / calls) for e in prof.key_averages()]
+    rows.sort(key=lambda r: -r[2])
+    return rows[:top], sum(r[2] for r in rows)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--top", type=int, default=18)
+    a = ap.parse_args()
+    device = torch.device(a.device)
+    scenes = {"trainer 20k x8 640x480": ring_scene(device)}
+    if device.type == "cuda":
+        from bench_rasterize_camera import garden
+        scenes["garden 648 x3"] = garden("cuda", torch.float32, 1)
+    else:  # the CPU path's own host cost, on a scene the CPU kernels take quickly
+        scenes = {"ring 2k x2 64x48 (cpu)": ring_scene(device, N=2000, C=2, W=64, H=48)}
+    for name, sc in scenes.items():
+        for mode in ("off", "abs"):
+            f = make_step(sc, False, mode)
+            host, wall = host_and_wall_us(f, device)
+            print(f"{name} {mode}: host {host:.0f} us per fwd+bwd call, wall {wall:.0f} us back to back"
+                  f" ({'host-bound' if host >= 0.95 * wall else 'device-bound'})", flush=True)
+            rows, total = cpu_events(f, device, top=a.top)
+            print(f"    CPU-side self time by event, per call (sum {total:.0f} us):", flush=True)
+            for key, n, us in rows:
+                print(f"    {us:8.1f} us  {n:6.1f}x  {key[:90]}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
