@@ -6,8 +6,9 @@ time and count per call: the CUDA runtime's launches, memsets and copies,
 allocations, the autograd engine, our ops' C++ glue).
 
 A step whose host time exceeds its device time is host-bound: faster
-kernels do not shorten it (RESULTS.md, session 20: the small trainer scene
-of examples/gsplat_trainer_swap.py, 1.16 ms of host time per camera call).
+kernels do not shorten it (RESULTS.md, session 20: on a scene of the size
+of examples/gsplat_trainer_swap.py's small one, 1.16 ms of host time per
+camera call). The scene here is that example's own.
 
     python3 benchmarks/host_profile.py [--device cuda|cpu] [--top 18]
 """
@@ -26,24 +27,18 @@ import nurec_ops  # noqa: E402,F401
 from bench_builds import make_step  # noqa: E402
 
 
-def ring_scene(device, N=20000, C=8, W=640, H=480, seed=0):
-    """examples/gsplat_trainer_swap.py's small scene in size: N Gaussians
-    around the origin seen by C cameras on a ring, looking in."""
-    g = torch.Generator().manual_seed(seed)
-    sc = dict(means=torch.randn(N, 3, generator=g), quats=torch.randn(N, 4, generator=g),
-              scales=torch.rand(N, 3, generator=g) * 0.03 + 0.005, opacities=torch.rand(N, generator=g),
-              features=torch.rand(N, 3, generator=g))
-    V = torch.eye(4).repeat(C, 1, 1)
-    for i in range(C):
-        a = torch.tensor(2 * torch.pi * i / C)
-        c, s = torch.cos(a).item(), torch.sin(a).item()
-        R = torch.tensor([[-s, c, 0.0], [0.0, 0.0, -1.0], [-c, -s, 0.0]])
-        V[i, :3, :3] = R
-        V[i, :3, 3] = -R @ torch.tensor([4 * c, 4 * s, 0.0])
-    K = torch.tensor([[500.0, 0, W / 2], [0, 500.0, H / 2], [0, 0, 1]]).repeat(C, 1, 1)
-    sc = {k: v.to(device) for k, v in sc.items()}
-    sc.update(viewmats=V.to(device), Ks=K.to(device), width=W, height=H)
-    return sc
+def trainer_scene(device, N=20000, C=8, W=640, H=480):
+    """examples/gsplat_trainer_swap.py's scene (its cameras and its
+    Gaussians, activated as its render() activates them): the small one by
+    default."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    import gsplat_trainer_swap as swap
+    V, K = swap.cameras(C, W, H, device)
+    p = swap.gaussians(N, 2, device)
+    with torch.no_grad():
+        return dict(means=p["means"].detach(), quats=p["quats"].detach(), scales=torch.exp(p["scales"]).detach(),
+                    opacities=torch.sigmoid(p["opacities"]).detach(), features=p["colors"].detach(),
+                    viewmats=V, Ks=K, width=W, height=H)
 
 
 def sync(device):
@@ -91,18 +86,19 @@ def main():
     ap.add_argument("--top", type=int, default=18)
     a = ap.parse_args()
     device = torch.device(a.device)
-    scenes = {"trainer 20k x8 640x480": ring_scene(device)}
+    scenes = {"trainer 20k x8 640x480": trainer_scene(device)}
     if device.type == "cuda":
         from bench_rasterize_camera import garden
         scenes["garden 648 x3"] = garden("cuda", torch.float32, 1)
     else:  # the CPU path's own host cost, on a scene the CPU kernels take quickly
-        scenes = {"ring 2k x2 64x48 (cpu)": ring_scene(device, N=2000, C=2, W=64, H=48)}
+        scenes = {"trainer 200 x2 64x48 (cpu)": trainer_scene(device, N=200, C=2, W=64, H=48)}
     for name, sc in scenes.items():
         for mode in ("off", "abs"):
             f = make_step(sc, False, mode)
             host, wall = host_and_wall_us(f, device)
+            bound = ("host-bound" if host >= 0.95 * wall else "device-bound") if device.type == "cuda" else "CPU"
             print(f"{name} {mode}: host {host:.0f} us per fwd+bwd call, wall {wall:.0f} us back to back"
-                  f" ({'host-bound' if host >= 0.95 * wall else 'device-bound'})", flush=True)
+                  f" ({bound})", flush=True)
             rows, total = cpu_events(f, device, top=a.top)
             print(f"    CPU-side self time by event, per call (sum {total:.0f} us):", flush=True)
             for key, n, us in rows:
