@@ -86,10 +86,9 @@ def main():
     ap.add_argument("--top", type=int, default=18)
     a = ap.parse_args()
     device = torch.device(a.device)
-    scenes = {"trainer 20k x8 640x480": trainer_scene(device)}
     if device.type == "cuda":
         from bench_rasterize_camera import garden
-        scenes["garden 648 x3"] = garden("cuda", torch.float32, 1)
+        scenes = {"trainer 20k x8 640x480": trainer_scene(device), "garden 648 x3": garden("cuda", torch.float32, 1)}
     else:  # the CPU path's own host cost, on a scene the CPU kernels take quickly
         scenes = {"trainer 200 x2 64x48 (cpu)": trainer_scene(device, N=200, C=2, W=64, H=48)}
     for name, sc in scenes.items():
