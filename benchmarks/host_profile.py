@@ -41,6 +41,41 @@ def trainer_scene(device, N=20000, C=8, W=640, H=480):
                     viewmats=V, Ks=K, width=W, height=H)
 
 
+def trainer_call(sc, mode):
+    """The trainer's own step of the camera op: examples/gsplat_trainer_swap.py
+    renders one camera a step through the front end (nurec_ops.gsplat, the
+    one-import swap), takes an L1 loss and runs backward; mode "abs" asks
+    for absgrad, as its --absgrad run does."""
+    from nurec_ops.gsplat import rasterization
+    L = {k: sc[k].detach().clone().requires_grad_(True) for k in ("means", "quats", "scales", "opacities", "features")}
+    V, K = sc["viewmats"][:1], sc["Ks"][:1]
+    target = torch.rand(1, sc["height"], sc["width"], 3, device=V.device)
+
+    def step():
+        out, _, meta = rasterization(L["means"], L["quats"], L["scales"], L["opacities"], L["features"], V, K,
+                                     sc["width"], sc["height"], packed=False, absgrad=mode == "abs")
+        meta["means2d"].retain_grad()  # as gsplat's DefaultStrategy.step_pre_backward does
+        (out - target).abs().mean().backward()
+        for v in L.values():
+            v.grad = None
+    return step
+
+
+def mcmc_noise_call(sc):
+    """What gsplat's MCMCStrategy adds to every step besides the render:
+    inject_noise_to_position's covariances (quat_scale_to_covar_preci, the
+    op nurec_ops.gsplat.patch_gsplat_strategy_ops installs) and the noise."""
+    from nurec_ops.gsplat_strategy_ops import quat_scale_to_covar_preci
+    q, s, m = sc["quats"], sc["scales"], sc["means"].clone()
+
+    def step():
+        with torch.no_grad():
+            covars, _ = quat_scale_to_covar_preci(q, s, compute_covar=True, compute_preci=False, triu=False)
+            noise = torch.randn_like(m) * 1e-3
+            m.add_(torch.einsum("bij,bj->bi", covars, noise))
+    return step
+
+
 def sync(device):
     if device.type == "cuda":
         torch.cuda.synchronize()
@@ -91,9 +126,12 @@ def main():
         scenes = {"trainer 20k x8 640x480": trainer_scene(device), "garden 648 x3": garden("cuda", torch.float32, 1)}
     else:  # the CPU path's own host cost, on a scene the CPU kernels take quickly
         scenes = {"trainer 200 x2 64x48 (cpu)": trainer_scene(device, N=200, C=2, W=64, H=48)}
-    for name, sc in scenes.items():
-        for mode in ("off", "abs"):
-            f = make_step(sc, False, mode)
+    cases = [(name, mode, make_step(sc, False, mode)) for name, sc in scenes.items() for mode in ("off", "abs")]
+    first = next(iter(scenes.values()))
+    cases += [("trainer's call (1 camera, front end, L1 loss)", mode, trainer_call(first, mode)) for mode in ("off", "abs")]
+    cases += [("MCMC noise (quat_scale_to_covar_preci + einsum)", "-", mcmc_noise_call(first))]
+    for name, mode, f in cases:
+        if True:
             host, wall = host_and_wall_us(f, device)
             bound = ("host-bound" if host >= 0.95 * wall else "device-bound") if device.type == "cuda" else "CPU"
             print(f"{name} {mode}: host {host:.0f} us per fwd+bwd call, wall {wall:.0f} us back to back"
