@@ -41,12 +41,13 @@ def trainer_scene(device, N=20000, C=8, W=640, H=480):
                     viewmats=V, Ks=K, width=W, height=H)
 
 
-def trainer_call(sc, mode):
+def trainer_call(sc, mode, rasterization=None):
     """The trainer's own step of the camera op: examples/gsplat_trainer_swap.py
     renders one camera a step through the front end (nurec_ops.gsplat, the
     one-import swap), takes an L1 loss and runs backward; mode "abs" asks
     for absgrad, as its --absgrad run does."""
-    from nurec_ops.gsplat import rasterization
+    if rasterization is None:
+        from nurec_ops.gsplat import rasterization
     L = {k: sc[k].detach().clone().requires_grad_(True) for k in ("means", "quats", "scales", "opacities", "features")}
     V, K = sc["viewmats"][:1], sc["Ks"][:1]
     target = torch.rand(1, sc["height"], sc["width"], 3, device=V.device)
@@ -130,6 +131,13 @@ def main():
     first = next(iter(scenes.values()))
     cases += [("trainer's call (1 camera, front end, L1 loss)", mode, trainer_call(first, mode)) for mode in ("off", "abs")]
     cases += [("MCMC noise (quat_scale_to_covar_preci + einsum)", "-", mcmc_noise_call(first))]
+    if device.type == "cuda":
+        try:  # the peer's host cost of the same call, where it is importable (benchmarks/peer_gsplat.sh)
+            import gsplat
+            cases += [("gsplat's trainer call (the same)", mode, trainer_call(first, mode, gsplat.rasterization))
+                      for mode in ("off", "abs")]
+        except ImportError:
+            print("gsplat is not importable: no peer rows")
     for name, mode, f in cases:
         if True:
             host, wall = host_and_wall_us(f, device)

@@ -20,6 +20,7 @@
  * the benchmark scenes (street: binning 4.9 vs 2.7 ms): the emission's
  * writes scatter. Here the emission stays in item order.) */
 #include <cuda_runtime.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cub/device/device_radix_sort.cuh>
@@ -55,12 +56,34 @@ __host__ __device__ int64_t num_tiles(const nurec_tiles_params* p) { /* of all i
  * Per image is chosen where it saves passes of the big sort or halves its
  * keys: garden 1944x1260 x3, 34 -> 32 bits, 8-byte keys -> 4-byte. */
 struct KeyBits {
-    int rank;       /* low bits: ranks 0..P-1, or 0..N-1 per image */
-    int end;        /* rank + tile bits (tiles 0..ntile, the last the sentinel's) */
-    bool wide;      /* more than 32 bits: 8-byte keys */
-    bool per_image; /* ranks within the image */
-    int image_bits; /* bits of the image index (the per-image sort's) */
+    int rank;        /* low bits: ranks 0..P-1, or 0..N-1 per image */
+    int end;         /* rank + tile bits (tiles 0..ntile, the last the sentinel's) */
+    bool wide;       /* more than 32 bits: 8-byte keys */
+    bool per_image;  /* ranks within the image */
+    int image_bits;  /* bits of the image index (the per-image sort's) */
+    bool depth_keys; /* the low 32 bits are the depth's own (depth_key32): no ranks, no depth sort */
 };
+
+/* Small float32 binnings key the entries by tile | the depth's 32 bits
+ * instead of tile | rank: the same order (the depth key is monotone and the
+ * sorts are stable, so ties keep item order both ways), without the depth
+ * sort of the items and its rank scatter. That is 8-byte keys and two more
+ * passes of the big sort, but 5 launches and 3 memsets fewer (CUB's onesweep
+ * sort alone is a histogram, a scan and a memset and a kernel per pass): a
+ * small call is host-bound (RESULTS.md, session 20: the trainer's 20k-
+ * Gaussian scene, ~1.2 ms of host time per camera fwd+bwd call), a large one
+ * is not, and there the ranks' 4-byte keys win. Up to this capacity
+ * (entries); NUREC_OPS_TILES_DEPTH_KEYS_MAX overrides it, for measuring. */
+#ifndef NUREC_TILES_DEPTH_KEYS_MAX
+#define NUREC_TILES_DEPTH_KEYS_MAX (1 << 20)
+#endif
+int64_t depth_keys_max(void) {
+    static const int64_t v = [] {
+        const char* e = getenv("NUREC_OPS_TILES_DEPTH_KEYS_MAX");
+        return e && *e ? (int64_t)strtoll(e, nullptr, 10) : (int64_t)NUREC_TILES_DEPTH_KEYS_MAX;
+    }();
+    return v;
+}
 
 /* Bytes the big sort moves per entry and pass, times its passes (8-bit
  * digits), for keys of `end` bits: what the choice of rank weighs. */
@@ -74,6 +97,15 @@ KeyBits key_bits(const nurec_tiles_params* p) {
     const int tile = bits_for((uint64_t)num_tiles(p));
     const int global = bits_for(P > 1 ? (uint64_t)(P - 1) : 1);
     const int image = bits_for(N > 1 ? (uint64_t)(N - 1) : 1);
+    k.depth_keys = p->dtype == NUREC_F32 && p->capacity <= depth_keys_max();
+    if (k.depth_keys) {
+        k.per_image = false;
+        k.rank = 32;
+        k.end = 32 + tile;
+        k.wide = true;
+        k.image_bits = 0;
+        return k;
+    }
     k.per_image = p->num_images > 1 && entry_sort_cost(image + tile) < entry_sort_cost(global + tile);
     k.rank = k.per_image ? image : global;
     k.end = k.rank + tile;
@@ -111,9 +143,10 @@ bool layout_of(const nurec_tiles_params* p, Layout* L) {
     if (P > 0 && cub::DeviceScan::InclusiveSum(nullptr, L->scan_bytes, (const int64_t*)nullptr,
                                                (int64_t*)nullptr, P) != cudaSuccess)
         return false;
-    if (P > 0 && !(f64 ? sort_bytes<uint64_t>(&L->dsort_bytes, P, 64)
-                       : sort_bytes<uint32_t>(&L->dsort_bytes, P, 32)))
+    if (P > 0 && !kb.depth_keys && !(f64 ? sort_bytes<uint64_t>(&L->dsort_bytes, P, 64)
+                                         : sort_bytes<uint32_t>(&L->dsort_bytes, P, 32)))
         return false;
+    const int64_t PR = kb.depth_keys ? 0 : P; /* the depth sort's and the ranks' items */
     size_t isort_bytes = 0; /* the per-image sort shares the depth sort's scratch */
     if (P > 0 && kb.per_image) {
         if (!sort_bytes<uint32_t>(&isort_bytes, P, kb.image_bits)) return false;
@@ -125,11 +158,11 @@ bool layout_of(const nurec_tiles_params* p, Layout* L) {
     L->vals_in = o; o += align_up(sizeof(int32_t) * (size_t)cap);
     L->sort_tmp = o; o += align_up(L->sort_bytes);
     L->scan_tmp = o; o += align_up(L->scan_bytes);
-    L->dkeys_in = o; o += align_up(dkey * (size_t)P);
-    L->dkeys_out = o; o += align_up(dkey * (size_t)P);
-    L->dvals_in = o; o += align_up(sizeof(int32_t) * (size_t)P);
-    L->dvals_out = o; o += align_up(sizeof(int32_t) * (size_t)P);
-    L->rank = o; o += align_up(sizeof(int32_t) * (size_t)P);
+    L->dkeys_in = o; o += align_up(dkey * (size_t)PR);
+    L->dkeys_out = o; o += align_up(dkey * (size_t)PR);
+    L->dvals_in = o; o += align_up(sizeof(int32_t) * (size_t)PR);
+    L->dvals_out = o; o += align_up(sizeof(int32_t) * (size_t)PR);
+    L->rank = o; o += align_up(sizeof(int32_t) * (size_t)PR);
     L->dsort_tmp = o; o += align_up(L->dsort_bytes);
     L->total = o + 256;
     return true;
@@ -140,15 +173,26 @@ bool layout_of(const nurec_tiles_params* p, Layout* L) {
 // camera sees Gaussians past 90 degrees, at z < 0: they have tiles; the CPU
 // sorts them by value too); NaN sorts last (such items have no tiles).
 template <typename R, typename DK>
-__global__ void depth_bits_kernel(const R* records, int64_t P, DK* keys, int32_t* vals) {
-    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= P) return;
-    R d = records[NUREC_TREC_SIZE * i + NUREC_TREC_DEPTH];
+__host__ __device__ DK depth_key(R d) {
     DK bits;
     memcpy(&bits, &d, sizeof(bits));
     const DK sign = (DK)1 << (8 * sizeof(DK) - 1);
-    keys[i] = d == d ? ((bits & sign) ? ~bits : (bits | sign)) : ~(DK)0;
+    return d == d ? ((bits & sign) ? ~bits : (bits | sign)) : ~(DK)0;
+}
+
+template <typename R, typename DK>
+__global__ void depth_bits_kernel(const R* records, int64_t P, DK* keys, int32_t* vals) {
+    int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= P) return;
+    keys[i] = depth_key<R, DK>(records[NUREC_TREC_SIZE * i + NUREC_TREC_DEPTH]);
     vals[i] = (int32_t)i;
+}
+
+/* The low bits of item i's keys: its depth rank, or (no ranks: KeyBits'
+ * depth_keys, float32 only) its depth key itself. */
+__device__ __forceinline__ uint32_t item_rank(const nurec_tiles_params& p, const int32_t* rank, int64_t i) {
+    if (rank) return (uint32_t)rank[i];
+    return depth_key<float, uint32_t>(((const float*)p.records)[NUREC_TREC_SIZE * i + NUREC_TREC_DEPTH]);
 }
 
 __global__ void rank_scatter_kernel(const int32_t* sorted, int64_t P, int32_t* rank) {
@@ -200,7 +244,7 @@ __device__ bool emit_item_init(const nurec_tiles_params& p, int64_t i, int64_t t
     if (p.dtype == NUREC_F64)
         e->ok = nurec_footprint_of_f64(&e->f, (const double*)p.records + NUREC_TREC_SIZE * i, p.width, p.height);
     else e->ok = nurec_footprint_of_f32(&e->f, (const float*)p.records + NUREC_TREC_SIZE * i, p.width, p.height);
-    e->rank = (uint32_t)rank[i];
+    e->rank = item_rank(p, rank, i);
     e->base = (uint64_t)((i / p.items_per_image) * tiles);
     return true;
 }
@@ -273,7 +317,7 @@ __device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t i0, int lan
             for (int k = 0; k < NUREC_BOX_SIZE; ++k) bx[k] = p.boxes[NUREC_BOX_SIZE * i + k];
             kept = nurec_box_count(bx, p.tiles_x, p.tiles_y);
             walked = kMixed && nurec_box_cells(bx, p.tiles_x, p.tiles_y) == 0;
-            rk = (uint32_t)rank[i];
+            rk = item_rank(p, rank, i);
             base = (uint64_t)((i / p.items_per_image) * tiles);
         }
     }
@@ -453,10 +497,10 @@ extern "C" int nurec_tiles_bin_cuda(const nurec_tiles_params* p, void* stream) {
             cudaSuccess)
             return NUREC_ERR_CUDA;
     }
-    int32_t* rank = (int32_t*)(w + L.rank);
-    int st = NUREC_OK;
     const KeyBits kb = key_bits(p);
-    if (P > 0)
+    int32_t* rank = kb.depth_keys ? nullptr : (int32_t*)(w + L.rank);
+    int st = NUREC_OK;
+    if (P > 0 && !kb.depth_keys)
         st = p->dtype == NUREC_F64 ? depth_ranks<double, uint64_t>(p, L, kb, w, s, rank)
                                    : depth_ranks<float, uint32_t>(p, L, kb, w, s, rank);
     if (st != NUREC_OK) return st;
