@@ -120,6 +120,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--top", type=int, default=18)
+    ap.add_argument("--only", default="", help="run only the cases whose name contains this")
     a = ap.parse_args()
     device = torch.device(a.device)
     if device.type == "cuda":
@@ -139,7 +140,7 @@ def main():
         except ImportError:
             print("gsplat is not importable: no peer rows")
     for name, mode, f in cases:
-        if True:
+        if a.only in name:
             host, wall = host_and_wall_us(f, device)
             bound = ("host-bound" if host >= 0.95 * wall else "device-bound") if device.type == "cuda" else "CPU"
             print(f"{name} {mode}: host {host:.0f} us per fwd+bwd call, wall {wall:.0f} us back to back"
