@@ -2,7 +2,10 @@
 """A small gsplat-style training loop, written against ``gsplat.rasterization``
 and gsplat's ``DefaultStrategy``, run once with gsplat's rasterizer (where it
 is importable and a GPU is there) and once with nurec_ops swapped in by one
-import, same seed: step time and PSNR side by side.
+import, same seed: step time and PSNR side by side. The two runs are
+interleaved step by step in one process (each with its own random-number
+stream, so each draws what it would alone), so that both are timed under the
+same conditions of the machine.
 
     python3 examples/gsplat_trainer_swap.py [--steps 300] [--device cuda] [--strategy default|mcmc|none] [--absgrad]
 
@@ -75,73 +78,114 @@ def psnr(a, b):
     return -10 * math.log10(torch.mean((a - b) ** 2).item() + 1e-12)
 
 
-def train(which, args, device):
-    rasterization = rasterizer(which)
-    torch.manual_seed(args.seed)
-    V, K = cameras(args.cameras, args.width, args.height, device)
-    with torch.no_grad():
-        target, _, _ = render(rasterization, gaussians(args.n * 2, 1, device), V, K, args.width, args.height)
-    params = gaussians(args.n, 2, device)
-    with torch.no_grad():
-        start, _, _ = render(rasterization, params, V, K, args.width, args.height)
-    optimizers = {k: torch.optim.Adam([v], lr=lr) for k, v, lr in (
-        ("means", params["means"], 1.6e-3), ("scales", params["scales"], 5e-3), ("quats", params["quats"], 1e-3),
-        ("opacities", params["opacities"], 5e-2), ("colors", params["colors"], 2.5e-3))}
-    strategy, state = None, None
-    if args.strategy == "default":
-        from gsplat.strategy import DefaultStrategy
-        strategy = DefaultStrategy(refine_start_iter=args.steps // 10, refine_stop_iter=args.steps // 2,
-                                   refine_every=max(args.steps // 20, 1), reset_every=10 ** 9, absgrad=args.absgrad,
-                                   grow_grad2d=0.0008 if args.absgrad else 0.0002, verbose=False)
-    elif args.strategy == "mcmc":
-        from gsplat.strategy import MCMCStrategy
+class Trainer:
+    """One training run (gsplat's or the swap's): its Gaussians, optimizers,
+    strategy and random-number stream, a step at a time, so that two runs
+    can be interleaved step by step in one process (each step timed under
+    the same conditions as the other run's) and still draw the same random
+    numbers as each would alone."""
 
-        from nurec_ops.gsplat import patch_gsplat_strategy_ops
-        patch_gsplat_strategy_ops()
-        strategy = MCMCStrategy(cap_max=2 * args.n, refine_start_iter=args.steps // 10,
-                                refine_stop_iter=args.steps * 3 // 4, refine_every=max(args.steps // 20, 1),
-                                verbose=False)
-    if strategy is not None:
-        strategy.check_sanity(params, optimizers)
-        state = strategy.initialize_state()
-    times = []
-    prof = None
-    for step in range(args.steps):
-        if args.profile and step == args.steps - 20:  # the last 20 steps under the profiler
-            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]
-                                          + ([torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else []))
-            prof.__enter__()
-        if device.type == "cuda":
+    def __init__(self, which, args, device):
+        self.which, self.args, self.device = which, args, device
+        self.rasterization = rasterizer(which)
+        torch.manual_seed(args.seed)
+        self.V, self.K = cameras(args.cameras, args.width, args.height, device)
+        with torch.no_grad():
+            self.target, _, _ = self.render(gaussians(args.n * 2, 1, device), self.V, self.K)
+        self.params = gaussians(args.n, 2, device)
+        with torch.no_grad():
+            self.start, _, _ = self.render(self.params, self.V, self.K)
+        self.optimizers = {k: torch.optim.Adam([v], lr=lr) for k, v, lr in (
+            ("means", self.params["means"], 1.6e-3), ("scales", self.params["scales"], 5e-3),
+            ("quats", self.params["quats"], 1e-3), ("opacities", self.params["opacities"], 5e-2),
+            ("colors", self.params["colors"], 2.5e-3))}
+        self.strategy, self.state = None, None
+        steps = args.steps
+        if args.strategy == "default":
+            from gsplat.strategy import DefaultStrategy
+            self.strategy = DefaultStrategy(refine_start_iter=steps // 10, refine_stop_iter=steps // 2,
+                                            refine_every=max(steps // 20, 1), reset_every=10 ** 9,
+                                            absgrad=args.absgrad, grow_grad2d=0.0008 if args.absgrad else 0.0002,
+                                            verbose=False)
+        elif args.strategy == "mcmc":
+            from gsplat.strategy import MCMCStrategy
+
+            from nurec_ops.gsplat import patch_gsplat_strategy_ops
+            patch_gsplat_strategy_ops()
+            self.strategy = MCMCStrategy(cap_max=2 * args.n, refine_start_iter=steps // 10,
+                                         refine_stop_iter=steps * 3 // 4, refine_every=max(steps // 20, 1),
+                                         verbose=False)
+        if self.strategy is not None:
+            self.strategy.check_sanity(self.params, self.optimizers)
+            self.state = self.strategy.initialize_state()
+        self.rng = self._rng_state()
+        self.times = []
+
+    def render(self, p, V, K):
+        return render(self.rasterization, p, V, K, self.args.width, self.args.height, absgrad=self.args.absgrad)
+
+    def _rng_state(self):
+        return torch.get_rng_state(), (torch.cuda.get_rng_state(self.device) if self.device.type == "cuda" else None)
+
+    def _set_rng_state(self, st):
+        torch.set_rng_state(st[0])
+        if st[1] is not None:
+            torch.cuda.set_rng_state(st[1], self.device)
+
+    def step(self, step):
+        """One training step, timed from a synchronized start to a synchronized end."""
+        args, p = self.args, self.params
+        self._set_rng_state(self.rng)
+        if self.device.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
         c = step % args.cameras
-        out, alpha, info = render(rasterization, params, V[c:c + 1], K[c:c + 1], args.width, args.height,
-                                  absgrad=args.absgrad)
-        loss = (out - target[c:c + 1]).abs().mean()
+        out, alpha, info = self.render(p, self.V[c:c + 1], self.K[c:c + 1])
+        loss = (out - self.target[c:c + 1]).abs().mean()
         if args.strategy == "mcmc":  # gsplat's simple trainer's MCMC regularizers
-            loss = loss + 0.01 * torch.sigmoid(params["opacities"]).mean() + 0.01 * torch.exp(params["scales"]).mean()
-        if strategy is not None:
-            strategy.step_pre_backward(params, optimizers, state, step, info)
+            loss = loss + 0.01 * torch.sigmoid(p["opacities"]).mean() + 0.01 * torch.exp(p["scales"]).mean()
+        if self.strategy is not None:
+            self.strategy.step_pre_backward(p, self.optimizers, self.state, step, info)
         loss.backward()
-        for opt in optimizers.values():
+        for opt in self.optimizers.values():
             opt.step()
         if args.strategy == "default":
-            strategy.step_post_backward(params, optimizers, state, step, info, packed=False)
+            self.strategy.step_post_backward(p, self.optimizers, self.state, step, info, packed=False)
         elif args.strategy == "mcmc":
-            strategy.step_post_backward(params, optimizers, state, step, info, lr=1.6e-3)
-        for opt in optimizers.values():
+            self.strategy.step_post_backward(p, self.optimizers, self.state, step, info, lr=1.6e-3)
+        for opt in self.optimizers.values():
             opt.zero_grad(set_to_none=True)
-        if device.type == "cuda":
+        if self.device.type == "cuda":
             torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
+        self.times.append(time.perf_counter() - t0)
+        self.rng = self._rng_state()
+
+    def result(self):
+        with torch.no_grad():
+            out, _, _ = self.render(self.params, self.V, self.K)
+        t = self.times[len(self.times) // 4:]
+        return dict(step_ms=1e3 * statistics.median(t), psnr=psnr(out, self.target),
+                    psnr_start=psnr(self.start, self.target), gaussians=self.params["means"].shape[0])
+
+
+def train_all(runs, args, device):
+    """The runs side by side: step k of each, in alternating order (the
+    first of a pair may find a warmer or a colder machine); the profile, if
+    asked, of the last 20 steps of all runs together."""
+    trainers = [Trainer(w, args, device) for w in runs]
+    prof = None
+    for step in range(args.steps):
+        if args.profile and step == args.steps - 20:
+            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]
+                                          + ([torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else []))
+            prof.__enter__()
+        for tr in (trainers if step % 2 == 0 else trainers[::-1]):
+            tr.step(step)
     if prof is not None:
         prof.__exit__(None, None, None)
-        print(f"--- {which}: the last 20 steps, by host time")
-        print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=14, max_name_column_width=60))
-    with torch.no_grad():
-        out, _, _ = render(rasterization, params, V, K, args.width, args.height)
-    return dict(step_ms=1e3 * statistics.median(times[len(times) // 4:]), psnr=psnr(out, target),
-                psnr_start=psnr(start, target), gaussians=params["means"].shape[0])
+        print(f"--- the last 20 steps of {' and '.join(runs)}, by host time")
+        print(prof.key_averages().table(sort_by="cpu_time_total", row_limit=24, max_name_column_width=60))
+    return {tr.which: tr.result() for tr in trainers}
 
 
 def main(argv=None):
@@ -167,9 +211,8 @@ def main(argv=None):
             print("gsplat is not importable here: only the nurec_ops run")
     else:
         print("CPU: gsplat's rasterization needs CUDA; only the nurec_ops run")
-    results = {}
+    results = train_all(runs, args, device)
     for which in runs:
-        results[which] = train(which, args, device)
         r = results[which]
         print(f"{which:10s} {args.strategy:7s} step {r['step_ms']:.2f} ms (median)  PSNR {r['psnr_start']:.2f} -> {r['psnr']:.2f} dB  "
               f"Gaussians {args.n} -> {r['gaussians']}", flush=True)

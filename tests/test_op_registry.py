@@ -313,6 +313,53 @@ def test_parity_lists_cut_into_parts(case, dtype, segments, segment_min, seed, m
         check_parity(case, s, "cuda", dtype, seed)
 
 
+# The binning's ways that must give the same bits (csrc/tiles/tiles.cu, set by
+# the environment at each call): keys of tile | depth rank or tile | the
+# depth's own 32 bits (float32 up to a capacity); the camera's emission in
+# one kernel or in two (rectangles, then the items walked from their
+# footprint).
+BINNING_WAYS = {"depth keys": ("NUREC_OPS_TILES_DEPTH_KEYS_MAX", ("0", str(1 << 40))),
+                "emission split": ("NUREC_OPS_TILES_EMIT_SPLIT", ("0", "1"))}
+
+
+@gpu
+@pytest.mark.parametrize("way", sorted(BINNING_WAYS))
+@pytest.mark.parametrize("case", _parts_params())
+def test_binning_ways_same_bits(case, way, seed, monkeypatch):
+    """Either way of a BINNING_WAYS switch, the forward operator's outputs
+    (the intersection list up to its needed count, the tile ranges, the
+    images, the parts' state) are the same bits, on the row's large scene
+    with a tenth of its Gaussians 6x larger: items of more than 64 tiles,
+    the ones the camera walks from their footprint, and lists cut into
+    parts."""
+    env, values = BINNING_WAYS[way]
+    camera = str(case).startswith("camera")
+    if way == "emission split" and not camera:
+        pytest.skip("only the camera walks items from their footprint")
+    s = dict(case.inputs("cuda", F32, seed, large=True))
+    s["scales"] = s["scales"].detach().clone()
+    s["scales"][: s["scales"].shape[0] // 10] *= 6
+    func = case.autograd_op.op.default
+    args = list(recorded_forward(case, s))  # once: the same capacity both ways
+    names = [a.name for a in func._schema.arguments]
+    args[names.index("segments")], args[names.index("segment_min")] = 8, 32
+    outs = []
+    for v in values:
+        monkeypatch.setenv(env, v)
+        poison_allocator("cuda")
+        with torch.no_grad():
+            outs.append(dict(zip([r.name for r in func._schema.returns], func(*args))))
+    a, b = outs
+    needed = int(a["status"][0])
+    assert int(a["status"][1]) == 0 and needed > 0, "overflowed or empty: nothing compared"
+    if camera:
+        assert int((a["counts"] > 64).sum()) > 0, f"{case}: no item of more than 64 tiles"
+    bits = lambda t: t.view(torch.uint8) if t.is_floating_point() else t  # noqa: E731  (NaN == NaN too)
+    for k in a:
+        x, y = (a[k][:needed], b[k][:needed]) if k == "isect_items" else (a[k], b[k])
+        assert torch.equal(bits(x), bits(y)), f"{way}: output {k} differs"
+
+
 @gpu
 @pytest.mark.parametrize("case", _parts_params(lambda parts: parts.long is not None))
 def test_parts_match_one_walk(case, seed, monkeypatch):

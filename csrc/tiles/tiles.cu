@@ -72,18 +72,22 @@ struct KeyBits {
  * sort alone is a histogram, a scan and a memset and a kernel per pass): a
  * small call is host-bound (RESULTS.md, session 20: the trainer's 20k-
  * Gaussian scene, ~1.2 ms of host time per camera fwd+bwd call), a large one
- * is not, and there the ranks' 4-byte keys win. Up to this capacity
- * (entries); NUREC_OPS_TILES_DEPTH_KEYS_MAX overrides it, for measuring. */
+ * is not, and there the ranks' 4-byte keys win (H200, session 21, fwd+bwd
+ * with depth keys at every size against ranks: garden 648 x3, 1.29 M
+ * entries, 1.341 against 1.362 ms; the street, 2.36 M, 2.675 against
+ * 2.664; garden 1944 x3 4.279 against 4.203; the lidar 2.299 against
+ * 2.241). Up to this capacity (entries); NUREC_OPS_TILES_DEPTH_KEYS_MAX
+ * overrides it. */
 #ifndef NUREC_TILES_DEPTH_KEYS_MAX
-#define NUREC_TILES_DEPTH_KEYS_MAX (1 << 20)
+#define NUREC_TILES_DEPTH_KEYS_MAX (1 << 21)
 #endif
-int64_t depth_keys_max(void) {
-    static const int64_t v = [] {
-        const char* e = getenv("NUREC_OPS_TILES_DEPTH_KEYS_MAX");
-        return e && *e ? (int64_t)strtoll(e, nullptr, 10) : (int64_t)NUREC_TILES_DEPTH_KEYS_MAX;
-    }();
-    return v;
+/* A tuning default, or the environment's value (read at each call, so that
+ * a test can compare both ways in one process: both give the same bits). */
+int64_t env_or(const char* name, int64_t fallback) {
+    const char* e = getenv(name);
+    return e && *e ? (int64_t)strtoll(e, nullptr, 10) : fallback;
 }
+int64_t depth_keys_max(void) { return env_or("NUREC_OPS_TILES_DEPTH_KEYS_MAX", NUREC_TILES_DEPTH_KEYS_MAX); }
 
 /* Bytes the big sort moves per entry and pass, times its passes (8-bit
  * digits), for keys of `end` bits: what the choice of rank weighs. */
@@ -227,8 +231,7 @@ __global__ void image_rank_scatter_kernel(const int32_t* grouped, int64_t P, int
  * vote. */
 #define EMIT_COOP 32
 /* The camera's emission in two kernels, rectangles then walked items (1), or
- * one (0): PREPARED at the end of session 20, NOT run on a GPU
- * (benchmarks/RESULTS.md says how to time it). */
+ * one (0); NUREC_OPS_TILES_EMIT_SPLIT overrides it (both give the same keys). */
 #ifndef NUREC_TILES_EMIT_SPLIT
 #define NUREC_TILES_EMIT_SPLIT 1
 #endif
@@ -411,20 +414,27 @@ emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32
 
 /* The camera's items whose tile rectangle is empty (more than 64 cells:
  * boxes mode 3 skipped their slots), each written by a whole warp from its
- * footprint, as emit_boxes_warp<K, true> writes them at its end: in a
- * kernel of their own, so that the rectangles' kernel keeps its registers
- * (45 against 76, ptxas sm_90) and no warp of it waits on a walk. */
+ * footprint, as emit_boxes_warp<K, true> writes them at its end, in a
+ * kernel of their own so that the rectangles' kernel keeps its registers
+ * (45 against 78, ptxas sm_90) and no warp of it waits on a walk. Lane l of
+ * warp w looks at item w + l W (W warps): a warp's items lie far apart in
+ * item order. Why: neighbours in item order are often neighbours in space,
+ * so the 32 consecutive items of mode 2's warps came in clusters of large
+ * ones near the camera, and the one warp that walked a cluster's thousands
+ * of keys row by row was the kernel's tail (H200, session 21: this kernel
+ * took 166 us of the 1944 garden's 213 with consecutive items, for its
+ * 11,224 walked items' 976 k keys). */
 template <typename K>
 __global__ void __launch_bounds__(TILES_THREADS)
 emit_walked_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32_t* rank) {
     const int64_t P = num_items(&p);
     const int64_t tiles = (int64_t)p.tiles_x * p.tiles_y;
     const K sentinel = ((K)num_tiles(&p) << shift) | (((K)1 << shift) - 1);
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t W = (int64_t)gridDim.x * (blockDim.x / 32);
+    const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x & 31;
-    for (int64_t i0 = tid - lane; i0 < P; i0 += stride) { /* warp-uniform */
-        const int64_t i = i0 + lane;
+    for (int64_t c = 0; c < P; c += 32 * W) { /* warp-uniform */
+        const int64_t i = c + lane * W + w;
         bool walked = false;
         if (i < P && p.counts[i] > 0) {
             int32_t bx[NUREC_BOX_SIZE];
@@ -432,7 +442,7 @@ emit_walked_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, cons
             walked = nurec_box_cells(bx, p.tiles_x, p.tiles_y) == 0;
         }
         for (unsigned m = __ballot_sync(0xffffffffu, walked); m != 0; m &= m - 1) {
-            const int64_t j = i0 + (__ffs(m) - 1);
+            const int64_t j = c + (int64_t)(__ffs(m) - 1) * W + w;
             EmitItem e;
             if (emit_item_init(p, j, tiles, rank, &e)) /* every lane: the same item */
                 emit_item(p, j, e, lane, 32, shift, sentinel, keys, vals);
@@ -499,9 +509,10 @@ int bin_entries(const nurec_tiles_params* p, const Layout& L, const KeyBits& kb,
     unsigned eb = blocks_for(P > 0 ? P : 1);
     unsigned tail = blocks_for(cap) < 4096 ? blocks_for(cap) : 4096;
     if (tail > eb) eb = tail;
-    if (p->boxes && p->boxes_mixed && NUREC_TILES_EMIT_SPLIT) {
+    if (p->boxes && p->boxes_mixed && env_or("NUREC_OPS_TILES_EMIT_SPLIT", NUREC_TILES_EMIT_SPLIT)) {
         emit_kernel<K, 3><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
-        emit_walked_kernel<K><<<blocks_for(P > 0 ? P : 1), TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
+        /* 16 items a warp: ~1 walked item each on the gardens and the street */
+        emit_walked_kernel<K><<<blocks_for(P > 0 ? 2 * P : 1), TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
     } else if (p->boxes && p->boxes_mixed)
         emit_kernel<K, 2><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
     else if (p->boxes) emit_kernel<K, 1><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
