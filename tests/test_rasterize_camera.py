@@ -272,23 +272,28 @@ def footprint_tiles(rec, W, H, tile=16):
     return out
 
 
+@pytest.mark.parametrize("tall", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("device", DEVICES)
-def test_binning_lists_each_footprints_tiles(device):
+def test_binning_lists_each_footprints_tiles(device, dtype, tall):
     """Each tile lists exactly the items whose footprint crosses it, in depth
     order. The binning names a footprint's tiles from a tile rectangle less
     its cut cells where that has at most 64 cells (nurec_footprint_box),
     and by walking its rows otherwise: both kinds are here, and a wrong cut
-    bit or a walked item written twice fails."""
-    scene = random_scene(N=150, C=2, W=300, H=200)
+    bit or a walked item written twice fails. In float32 the CUDA keys hold
+    the depths' own bits (tiles.cu, depth keys), in float64 depth ranks;
+    ``tall``: footprints of more than 32 tile rows, which a warp walks 32
+    rows at a time (tiles.cu, emit_item_warp)."""
+    C, N, W, H = 2, 150, 300, (1200 if tall else 200)
+    scene = random_scene(N=N, C=C, W=W, H=H)
     scene["Ks"][:, 0, 0] = scene["Ks"][:, 1, 1] = 300.0
-    scene["Ks"][:, 0, 2], scene["Ks"][:, 1, 2] = 150.3, 99.8
-    scene["scales"][:12] *= 6  # footprints past 64 tiles
-    s = to(scene, device, torch.float64, grad=False)
-    C, N, W, H = 2, 150, 300, 200
+    scene["Ks"][:, 0, 2], scene["Ks"][:, 1, 2] = 150.3, H / 2 - 0.2
+    scene["scales"][:12] *= 20 if tall else 6  # footprints past 64 tiles
+    s = to(scene, device, dtype, grad=False)
     out = OPS.rasterize_camera_fwd(s["means"], s["quats"], s["scales"], s["opacities"], s["features"],
                                    s["viewmats"], s["Ks"], None, W, H, 0.01, 1e10, -1, 0, 1, 1 << 18)
     rec, counts, isect, ranges = (t.cpu() for t in (out[3], out[4], out[6], out[7]))
-    want, cells = {}, []
+    want, cells, rows = {}, [], []
     for c in range(C):
         for g in range(N):
             tiles = footprint_tiles(rec[c, g].tolist(), W, H)
@@ -296,9 +301,12 @@ def test_binning_lists_each_footprints_tiles(device):
             if tiles:
                 ys, xs = [t[0] for t in tiles], [t[1] for t in tiles]
                 cells.append((max(ys) - min(ys) + 1) * (max(xs) - min(xs) + 1))
+                rows.append(max(ys) - min(ys) + 1)
             for t in tiles:
                 want.setdefault((c,) + t, []).append(c * N + g)
     assert min(cells) <= 64 < max(cells) and sum(x > 64 for x in cells) >= 5
+    if tall:
+        assert max(rows) > 32, max(rows)
     ty, tx = ranges.shape[1], ranges.shape[2]
     for c in range(C):
         for y in range(ty):

@@ -259,9 +259,9 @@ __device__ bool emit_item_init(const nurec_tiles_params& p, int64_t i, int64_t t
 }
 
 /* Writes an item's keys that fit the capacity: this thread the ones at
- * lane, lane + step, ... (lane 0, step 1: all of them; lane, 32: its share
- * of a warp's). Any key the geometry cannot name (never when the counts
- * match) is a sentinel. */
+ * lane, lane + step, ... (lane 0, step 1: all of them; a whole warp's:
+ * emit_item_warp below). Any key the geometry cannot name (never when the
+ * counts match) is a sentinel. */
 template <typename K>
 __device__ void emit_item(const nurec_tiles_params& p, int64_t i, const EmitItem& e, int lane, int step,
                           int shift, K sentinel, K* keys, int32_t* vals) {
@@ -283,6 +283,53 @@ __device__ void emit_item(const nurec_tiles_params& p, int64_t i, const EmitItem
         }
     }
     for (int64_t q = k + lane; q < end; q += step) {
+        keys[e.start + q] = sentinel;
+        vals[e.start + q] = (int32_t)i;
+    }
+}
+
+/* emit_item by a whole warp (every lane, the same item): the same keys in
+ * the same slots, with the footprint's rows taken 32 at a time, one a lane
+ * (its tile span), and the keys of those rows written 32 slots a round, each
+ * lane finding its slot's row among the lanes by a search over their
+ * exclusive sums. Why: a row at a time, each row a chain of double-precision
+ * square roots and roundings before its handful of stores, made a large item
+ * (372 tiles, ~20 rows on the 1944 garden) a long serial walk. */
+template <typename K>
+__device__ void emit_item_warp(const nurec_tiles_params& p, int64_t i, const EmitItem& e, int lane, int shift,
+                               K sentinel, K* keys, int32_t* vals) {
+    const unsigned all = 0xffffffffu;
+    const int64_t cap = p.capacity;
+    const int64_t end = e.start + e.cnt < cap ? e.cnt : cap - e.start; /* keys that fit */
+    int64_t k = 0; /* keys named so far (uniform over the lanes) */
+    if (e.ok) {
+        const int ty1 = e.f.py1 / NUREC_TILE;
+        for (int r0 = e.f.py0 / NUREC_TILE; r0 <= ty1 && k < end; r0 += 32) { /* warp-uniform */
+            int a = 0, b = -1;
+            if (!(r0 + lane <= ty1 && nurec_footprint_row(&e.f, r0 + lane, p.width, &a, &b))) b = a - 1;
+            const int w = b - a + 1;
+            int incl = w; /* inclusive sum of the widths over the lanes */
+            for (int d = 1; d < 32; d <<= 1) {
+                const int y = __shfl_up_sync(all, incl, d);
+                if (lane >= d) incl += y;
+            }
+            const int excl = incl - w, total = __shfl_sync(all, incl, 31);
+            for (int s0 = 0; s0 < total && k + s0 < end; s0 += 32) { /* warp-uniform */
+                const int s = s0 + lane;
+                int L = 0; /* the last lane whose row starts at or before slot s: its owner */
+                for (int step = 16; step >= 1; step >>= 1)
+                    if (__shfl_sync(all, excl, L + step) <= s) L += step;
+                const int aL = __shfl_sync(all, a, L), eL = __shfl_sync(all, excl, L);
+                if (s < total && k + s < end) {
+                    const uint64_t row = e.base + (uint64_t)(r0 + L) * p.tiles_x + (uint64_t)aL;
+                    keys[e.start + k + s] = ((K)(row + (uint64_t)(s - eL)) << shift) | e.rank;
+                    vals[e.start + k + s] = (int32_t)i;
+                }
+            }
+            k += total;
+        }
+    }
+    for (int64_t q = k + lane; q < end; q += 32) {
         keys[e.start + q] = sentinel;
         vals[e.start + q] = (int32_t)i;
     }
@@ -361,13 +408,13 @@ __device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t i0, int lan
         keys[t] = key;
         vals[t] = (int32_t)(i0 + L);
     }
-    if (!kWalk) return; /* no walked items, or emit_walked_kernel writes them */
-    for (unsigned m = __ballot_sync(all, walked); m != 0; m &= m - 1) {
-        const int64_t j = i0 + (__ffs(m) - 1);
-        EmitItem e;
-        if (emit_item_init(p, j, tiles, rank, &e)) /* every lane: the same item */
-            emit_item(p, j, e, lane, 32, shift, sentinel, keys, vals);
-    }
+    if (kWalk) /* else no walked items, or emit_walked_kernel writes them */
+        for (unsigned m = __ballot_sync(all, walked); m != 0; m &= m - 1) {
+            const int64_t j = i0 + (__ffs(m) - 1);
+            EmitItem e;
+            if (emit_item_init(p, j, tiles, rank, &e)) /* every lane: the same item */
+                emit_item_warp(p, j, e, lane, shift, sentinel, keys, vals);
+        }
 }
 
 /* One kernel per mode (MODE: 0 footprints, 1 boxes, 2 boxes mixed with
@@ -403,7 +450,7 @@ emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32
             const int64_t j = i0 + src;
             EmitItem ej;
             emit_item_init(p, j, tiles, rank, &ej); /* every lane: the same item */
-            emit_item(p, j, ej, lane, 32, shift, sentinel, keys, vals);
+            emit_item_warp(p, j, ej, lane, shift, sentinel, keys, vals);
         }
     }
     for (int64_t j = (total < cap ? total : cap) + tid; j < cap; j += stride) {
@@ -445,7 +492,7 @@ emit_walked_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, cons
             const int64_t j = c + (int64_t)(__ffs(m) - 1) * W + w;
             EmitItem e;
             if (emit_item_init(p, j, tiles, rank, &e)) /* every lane: the same item */
-                emit_item(p, j, e, lane, 32, shift, sentinel, keys, vals);
+                emit_item_warp(p, j, e, lane, shift, sentinel, keys, vals);
         }
     }
 }
