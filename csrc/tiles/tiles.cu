@@ -230,11 +230,6 @@ __global__ void image_rank_scatter_kernel(const int32_t* grouped, int64_t P, int
  * 1.37 ms of 2.65). The loop over items is warp-uniform so that the warp can
  * vote. */
 #define EMIT_COOP 32
-/* The camera's emission in two kernels, rectangles then walked items (1), or
- * one (0); NUREC_OPS_TILES_EMIT_SPLIT overrides it (both give the same keys). */
-#ifndef NUREC_TILES_EMIT_SPLIT
-#define NUREC_TILES_EMIT_SPLIT 1
-#endif
 
 struct EmitItem {
     int64_t start, cnt; /* first key slot, number of keys */
@@ -352,7 +347,7 @@ __device__ void emit_item_warp(const nurec_tiles_params& p, int64_t i, const Emi
  * large item; the run skips its slots (where its first slot is the
  * window's, at once to its end). Footprint mode's one thread per small
  * item took 216 us for the street camera's 1.9 M keys. */
-template <typename K, bool kMixed, bool kWalk = kMixed>
+template <typename K, bool kMixed>
 __device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t i0, int lane, int64_t tiles, int shift,
                                 K sentinel, K* keys, int32_t* vals, const int32_t* rank) {
     const unsigned all = 0xffffffffu;
@@ -408,7 +403,7 @@ __device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t i0, int lan
         keys[t] = key;
         vals[t] = (int32_t)(i0 + L);
     }
-    if (kWalk) /* else no walked items, or emit_walked_kernel writes them */
+    if (kMixed)
         for (unsigned m = __ballot_sync(all, walked); m != 0; m &= m - 1) {
             const int64_t j = i0 + (__ffs(m) - 1);
             EmitItem e;
@@ -418,9 +413,13 @@ __device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t i0, int lan
 }
 
 /* One kernel per mode (MODE: 0 footprints, 1 boxes, 2 boxes mixed with
-   footprints, 3 the same with the walked items left to emit_walked_kernel),
-   so that each has its own register count (the footprint walk's ~100
-   registers would hold the boxes mode's occupancy down). */
+   footprints), so that each has its own register count (the footprint
+   walk's ~100 registers would hold the boxes mode's occupancy down). (The
+   walked items in a kernel of their own, their warps' items spread over
+   the list: H200, session 21, the same fwd+bwd as here once a warp walks
+   32 rows at a time, street 2.605 / 2.604 ms, garden 1944 x3 4.115 / 4.104;
+   before that, with one row at a time, street 2.61 against 2.66: a warp's
+   32 consecutive items come in clusters of large ones near the camera.) */
 template <typename K, int MODE>
 __global__ void __launch_bounds__(TILES_THREADS)
 emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32_t* rank) {
@@ -438,7 +437,7 @@ emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32
     }
     if (MODE != 0) {
         for (int64_t i0 = tid - lane; i0 < P; i0 += stride) /* warp-uniform */
-            emit_boxes_warp<K, MODE >= 2, MODE == 2>(p, i0, lane, tiles, shift, sentinel, keys, vals, rank);
+            emit_boxes_warp<K, MODE == 2>(p, i0, lane, tiles, shift, sentinel, keys, vals, rank);
     } else for (int64_t i0 = tid - lane; i0 < P; i0 += stride) { /* warp-uniform */
         const int64_t i = i0 + lane;
         EmitItem e;
@@ -456,44 +455,6 @@ emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32
     for (int64_t j = (total < cap ? total : cap) + tid; j < cap; j += stride) {
         keys[j] = sentinel;
         vals[j] = 0;
-    }
-}
-
-/* The camera's items whose tile rectangle is empty (more than 64 cells:
- * boxes mode 3 skipped their slots), each written by a whole warp from its
- * footprint, as emit_boxes_warp<K, true> writes them at its end, in a
- * kernel of their own so that the rectangles' kernel keeps its registers
- * (45 against 78, ptxas sm_90) and no warp of it waits on a walk. Lane l of
- * warp w looks at item w + l W (W warps): a warp's items lie far apart in
- * item order. Why: neighbours in item order are often neighbours in space,
- * so the 32 consecutive items of mode 2's warps came in clusters of large
- * ones near the camera, and the one warp that walked a cluster's thousands
- * of keys row by row was the kernel's tail (H200, session 21: this kernel
- * took 166 us of the 1944 garden's 213 with consecutive items, for its
- * 11,224 walked items' 976 k keys). */
-template <typename K>
-__global__ void __launch_bounds__(TILES_THREADS)
-emit_walked_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32_t* rank) {
-    const int64_t P = num_items(&p);
-    const int64_t tiles = (int64_t)p.tiles_x * p.tiles_y;
-    const K sentinel = ((K)num_tiles(&p) << shift) | (((K)1 << shift) - 1);
-    const int64_t W = (int64_t)gridDim.x * (blockDim.x / 32);
-    const int64_t w = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int lane = threadIdx.x & 31;
-    for (int64_t c = 0; c < P; c += 32 * W) { /* warp-uniform */
-        const int64_t i = c + lane * W + w;
-        bool walked = false;
-        if (i < P && p.counts[i] > 0) {
-            int32_t bx[NUREC_BOX_SIZE];
-            for (int k = 0; k < NUREC_BOX_SIZE; ++k) bx[k] = p.boxes[NUREC_BOX_SIZE * i + k];
-            walked = nurec_box_cells(bx, p.tiles_x, p.tiles_y) == 0;
-        }
-        for (unsigned m = __ballot_sync(0xffffffffu, walked); m != 0; m &= m - 1) {
-            const int64_t j = c + (int64_t)(__ffs(m) - 1) * W + w;
-            EmitItem e;
-            if (emit_item_init(p, j, tiles, rank, &e)) /* every lane: the same item */
-                emit_item_warp(p, j, e, lane, shift, sentinel, keys, vals);
-        }
     }
 }
 
@@ -556,12 +517,7 @@ int bin_entries(const nurec_tiles_params* p, const Layout& L, const KeyBits& kb,
     unsigned eb = blocks_for(P > 0 ? P : 1);
     unsigned tail = blocks_for(cap) < 4096 ? blocks_for(cap) : 4096;
     if (tail > eb) eb = tail;
-    if (p->boxes && p->boxes_mixed && env_or("NUREC_OPS_TILES_EMIT_SPLIT", NUREC_TILES_EMIT_SPLIT)) {
-        emit_kernel<K, 3><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
-        /* 16 items a warp: ~1 walked item each on the gardens and the street */
-        emit_walked_kernel<K><<<blocks_for(P > 0 ? 2 * P : 1), TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
-    } else if (p->boxes && p->boxes_mixed)
-        emit_kernel<K, 2><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
+    if (p->boxes && p->boxes_mixed) emit_kernel<K, 2><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
     else if (p->boxes) emit_kernel<K, 1><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
     else emit_kernel<K, 0><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
     if (cap == 0) return NUREC_OK;
