@@ -64,6 +64,10 @@ std::string cat(const A&... a) {
 
 namespace nurec {
 
+// The most dimensions of a tensor the glue allocates (a batch of any
+// leading shape plus an item's own).
+constexpr int64_t kMaxDims = 16;
+
 using torch::stable::Tensor;
 using torch::headeronly::ScalarType;
 
@@ -152,17 +156,16 @@ inline Tensor dense(const Tensor& t) {
     return t.is_contiguous() ? t : torch::stable::contiguous(t);
 }
 
-// A new dense tensor of `shape` and dtype `dtype` (an aoti dtype code) on
-// `like`'s device. Calls the allocator shim directly (not aten::empty through
-// the boxed dispatcher): host overhead per op call matters for ops that run
-// in microseconds.
-inline Tensor empty_dense(const Tensor& like, std::initializer_list<int64_t> shape,
-                          int32_t dtype) {
-    int64_t sizes[8], strides[8];
-    int64_t ndim = (int64_t)shape.size(), d = 0;
-    for (int64_t v : shape) sizes[d++] = v;
+// A new dense tensor of shape sizes[0..ndim) and dtype `dtype` (an aoti
+// dtype code) on `like`'s device. Calls the allocator shim directly (not
+// aten::empty through the boxed dispatcher): host overhead per op call
+// matters for ops that run in microseconds.
+inline Tensor empty_dense(const Tensor& like, const int64_t* sizes, int64_t ndim, int32_t dtype) {
+    int64_t strides[kMaxDims];
+    NUREC_CHECK(ndim <= kMaxDims, "nurec_ops: an output of ", ndim, " dimensions (at most ",
+                kMaxDims, ")");
     int64_t st = 1;
-    for (d = ndim - 1; d >= 0; --d) {
+    for (int64_t d = ndim - 1; d >= 0; --d) {
         strides[d] = st;
         st *= sizes[d] > 1 ? sizes[d] : 1;
     }
@@ -178,13 +181,23 @@ inline Tensor empty_dense(const Tensor& like, std::initializer_list<int64_t> sha
     return Tensor(out);
 }
 
-// A new dense tensor on `like`'s device, of `like`'s dtype or bool.
-inline Tensor empty_like_shape(const Tensor& like, std::initializer_list<int64_t> shape,
-                               bool as_bool = false) {
+inline Tensor empty_dense(const Tensor& like, std::initializer_list<int64_t> shape,
+                          int32_t dtype) {
+    return empty_dense(like, shape.begin(), (int64_t)shape.size(), dtype);
+}
+
+// A new dense tensor of shape sizes[0..ndim) on `like`'s device, of
+// `like`'s dtype or bool.
+inline Tensor empty_like_shape(const Tensor& like, const int64_t* sizes, int64_t ndim, bool as_bool = false) {
     int32_t dtype;
     NUREC_CHECK(aoti_torch_get_dtype(like.get(), &dtype) == AOTI_TORCH_SUCCESS,
                 "nurec_ops: could not read a tensor's dtype");
-    return empty_dense(like, shape, as_bool ? aoti_torch_dtype_bool() : dtype);
+    return empty_dense(like, sizes, ndim, as_bool ? aoti_torch_dtype_bool() : dtype);
+}
+
+inline Tensor empty_like_shape(const Tensor& like, std::initializer_list<int64_t> shape,
+                               bool as_bool = false) {
+    return empty_like_shape(like, shape.begin(), (int64_t)shape.size(), as_bool);
 }
 
 inline void check_status(const char* op, int status) {

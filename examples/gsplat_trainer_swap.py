@@ -14,8 +14,9 @@ The loop is what gsplat's simple trainer does in miniature: Gaussians as an
 per parameter, L1 to target images, the strategy's pre/post-backward steps
 (DefaultStrategy: split, clone, prune; MCMCStrategy: relocation and growth
 to a cap, with its opacity and scale regularizers). MCMC's two CUDA helper
-kernels of gsplat are replaced, in both runs, by nurec_ops' pure-PyTorch
-ones (``nurec_ops.gsplat.patch_gsplat_strategy_ops``), so that both runs
+kernels of gsplat are replaced, in both runs, by nurec_ops' own (the
+relocation in PyTorch, the covariances a fused op:
+``nurec_ops.gsplat.patch_gsplat_strategy_ops``), so that both runs
 make their decisions with the same code. The targets are renders of a random "ground truth"
 set of Gaussians from a ring of cameras (by the rasterizer under test), so
 the run needs no data set. The only difference between the two runs is the

@@ -8,9 +8,9 @@ unchanged, and each Gaussian's ``track_id`` (and lidar intensity) rides
 along as a non-trainable per-Gaussian parameter: a split, cloned, relocated
 or added Gaussian takes the id of the Gaussian it copies.
 
-gsplat's MCMC calls two CUDA kernels of its own; they are replaced by the
-pure-PyTorch ones of ``nurec_ops.gsplat_strategy_ops`` (any device, no
-CUDA build of gsplat).
+gsplat's MCMC calls two CUDA kernels of its own; they are replaced by
+those of ``nurec_ops.gsplat_strategy_ops`` (the relocation in PyTorch, the
+covariances nurec_ops' fused op; any device, no CUDA build of gsplat).
 """
 import torch
 

@@ -6,6 +6,7 @@ The pure-PyTorch twins of every op are in nurec_ops.reference."""
 from . import _library
 from ._library import has_cuda_kernels
 from .collect import collect, collect_gaussian_parameters
+from .covariance import quat_scale_to_covar_preci
 from .track_poses import interpolate_track_poses
 from .rasterize_camera import rasterize_camera
 from .rasterize_lidar import rasterize_lidar
@@ -24,6 +25,7 @@ __all__ = [
     "collect",
     "rasterize_camera",
     "rasterize_lidar",
+    "quat_scale_to_covar_preci",
     "reference",
     "has_cuda_kernels",
     "diagnose",

@@ -14,8 +14,9 @@ with a usable ``.grad`` after ``backward()``, ``radii``, ``depths``,
 ``gsplat.strategy.DefaultStrategy`` runs on it unchanged. gsplat's
 ``MCMCStrategy`` does too; it calls two CUDA kernels of gsplat's own
 (relocation, covariances) that do not run on the CPU:
-``patch_gsplat_strategy_ops()`` swaps in the pure-PyTorch equivalents of
-``nurec_ops.gsplat_strategy_ops``, for any device. What nurec_ops does not do, it refuses with an error naming the
+``patch_gsplat_strategy_ops()`` swaps in the equivalents of
+``nurec_ops.gsplat_strategy_ops`` (the relocation in PyTorch, the
+covariances nurec_ops' fused op), for any device. What nurec_ops does not do, it refuses with an error naming the
 argument, never silently: see ``rasterization``'s docstring.
 
 Semantics are gsplat's classic path (SPEC section 3 is that convention:
@@ -195,9 +196,9 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
 
 
 def patch_gsplat_strategy_ops():
-    """Installs ``nurec_ops.gsplat_strategy_ops``' pure-PyTorch relocation
-    and covariance functions in ``gsplat.strategy.ops`` (where gsplat's
-    ``MCMCStrategy`` looks them up), so that the strategy runs on the CPU
+    """Installs ``nurec_ops.gsplat_strategy_ops``' relocation (PyTorch)
+    and covariance (the fused op) functions in ``gsplat.strategy.ops``
+    (where gsplat's ``MCMCStrategy`` looks them up), so that the strategy runs on the CPU
     and needs no CUDA build of gsplat. Returns a function that puts gsplat's
     own back."""
     from gsplat.strategy import ops as gops

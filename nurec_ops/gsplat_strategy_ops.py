@@ -1,11 +1,16 @@
-"""Pure-PyTorch versions of the two gsplat CUDA kernels that gsplat's
-``MCMCStrategy`` calls, with gsplat's signatures, for any device (CPU
-included) and without a host sync: the MCMC relocation of Kheradmand et
-al., "3D Gaussian Splatting as Markov Chain Monte Carlo" (2024), eq. 9,
-and the covariance / precision of quaternions and scales.
+"""The two gsplat CUDA kernels that gsplat's ``MCMCStrategy`` calls, with
+gsplat's signatures, for any device (CPU included) and without a host sync:
+the MCMC relocation of Kheradmand et al., "3D Gaussian Splatting as Markov
+Chain Monte Carlo" (2024), eq. 9, in PyTorch (called once per refinement),
+and the covariance / precision of quaternions and scales, nurec_ops' fused
+op (nurec_ops.covariance: called every step, where dozens of small tensor
+ops cost ~1.5 ms of host time; its PyTorch formula is
+nurec_ops.reference.quat_scale_to_covar_preci).
 ``nurec_ops.gsplat.patch_gsplat_strategy_ops()`` installs them where the
 strategy finds them."""
 import torch
+
+from .covariance import quat_scale_to_covar_preci  # noqa: F401  (gsplat's name, installed by the patch)
 
 
 def compute_relocation(opacities, scales, ratios, binoms):
@@ -32,33 +37,3 @@ def compute_relocation(opacities, scales, ratios, binoms):
     denom = terms.sum(-1)
     new_scales = scales.to(torch.float64) * (o / denom)[:, None]
     return o_new.to(opacities.dtype), new_scales.to(scales.dtype)
-
-
-def _rotmat(quats):
-    q = quats / quats.norm(dim=-1, keepdim=True)
-    w, x, y, z = q.unbind(-1)
-    return torch.stack((1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-                        2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-                        2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)), -1).unflatten(-1, (3, 3))
-
-
-def _triu(m):
-    return torch.stack((m[..., 0, 0], m[..., 0, 1], m[..., 0, 2], m[..., 1, 1], m[..., 1, 2], m[..., 2, 2]), -1)
-
-
-def quat_scale_to_covar_preci(quats, scales, compute_covar=True, compute_preci=True, triu=False):
-    """Covariances ``R S S R^T`` and precisions ``R S^-1 S^-1 R^T`` of
-    quaternions (w, x, y, z; normalized here) and scales, [..., 3, 3] (or
-    their upper triangles [..., 6] with ``triu``): gsplat's function, in
-    PyTorch, differentiable."""
-    R = _rotmat(quats)
-    covar = preci = None
-    if compute_covar:
-        M = R * scales[..., None, :]
-        covar = M @ M.transpose(-1, -2)
-        covar = _triu(covar) if triu else covar
-    if compute_preci:
-        M = R / scales[..., None, :]
-        preci = M @ M.transpose(-1, -2)
-        preci = _triu(preci) if triu else preci
-    return covar, preci

@@ -26,12 +26,14 @@ import torch
 import nurec_ops
 from nurec_ops import reference as ref
 from nurec_ops.collect import _COLLECT, _COLLECT_PARAMETERS
+from nurec_ops.covariance import _COVAR_PRECI
 from nurec_ops.rasterize_camera import _FORWARD as _CAMERA_FWD, _POLICY as _CAMERA_POLICY
 from nurec_ops.rasterize_lidar import _FORWARD as _LIDAR_FWD, _POLICY as _LIDAR_POLICY
 from nurec_ops.track_poses import _INTERPOLATE
 
 import shared_data
 import test_camera_models_fused as tm
+import test_covariance as tcov
 import test_rasterize_camera as tc
 import test_rasterize_lidar as tl
 from conftest import make_gaussians, make_track_poses, make_tracks, query_times_for
@@ -300,6 +302,17 @@ def _splat_meta(records, counts, cell, cell_u=1.0, cell_v=1.0):
     return OPS.splat_meta(records, counts, cell, cell_u, cell_v)
 
 
+# ------------------------------------------------------------- covariance
+
+def _covariance_make(device, dtype, seed, large=False):
+    """gsplat's covariances and precisions of a batch [2, N] (several thread
+    blocks when large), both computed, full matrices."""
+    gen = torch.Generator().manual_seed(seed)
+    q, s = tcov.random_inputs((2, 100_000 if large else 40), dtype, device, gen)
+    return dict(quats=q.requires_grad_(True), scales=s.requires_grad_(True), compute_covar=True,
+                compute_preci=True, triu=False)
+
+
 # ------------------------------------------------------------------- rows
 
 CASES = [
@@ -322,6 +335,9 @@ CASES = [
     OpCase("track_poses-slerp", make=_tracks_make("slerp"), **TRACKS),
     OpCase("track_poses-slerp-broadcast", make=_tracks_make("slerp", broadcast=True), **TRACKS),
     OpCase("track_poses-nearest-broadcast", make=_tracks_make("nearest", broadcast=True), **TRACKS),
+    OpCase("quat_scale_to_covar_preci", op=nurec_ops.quat_scale_to_covar_preci,
+           reference=ref.quat_scale_to_covar_preci, make=_covariance_make, outputs=("covars", "precis"),
+           grads=("quats", "scales"), autograd_op=_COVAR_PRECI, inductor=True),
     OpCase("splat_meta", op=_splat_meta, reference=meta_formula, make=_meta_make,
            outputs=("means2d", "radii", "depths"), int_atol32=1),
 ]

@@ -66,6 +66,12 @@ def _valid(op, device):
     if op == "splat_meta":
         return dict(records=torch.ones(2, N, 8, **f64), counts=torch.ones(2, N, **i64), cell=torch.ones(2, **f64),
                     cell_u=1.0, cell_v=1.0)
+    covar = dict(quats=torch.ones(2, N, 4, **f64), scales=torch.ones(2, N, 3, **f64))
+    if op == "quat_scale_to_covar_preci":
+        return dict(covar, compute_covar=True, compute_preci=True, triu=False)
+    if op == "quat_scale_to_covar_preci_bwd":
+        return dict(covar, grad_covars=torch.ones(2, N, 3, 3, **f64), grad_precis=torch.ones(2, N, 3, 3, **f64),
+                    triu=False)
     raise KeyError(op)
 
 
@@ -76,6 +82,8 @@ def _call(op, kw):
         return nurec_ops.collect_gaussian_parameters(**kw)
     if op == "collect":
         return nurec_ops.collect(**kw)
+    if op == "quat_scale_to_covar_preci":
+        return nurec_ops.quat_scale_to_covar_preci(**kw)
     return getattr(OPS, op)(**kw)
 
 
@@ -211,6 +219,25 @@ case((SM,), "counts", "device", device())
 case((SM,), "cell", "shape", shape(3))
 case((SM,), "cell", "float32", dtype(torch.float32))
 case((SM,), "cell", "device", device())
+
+# quat_scale_to_covar_preci (forward and backward share the input checks)
+QS, QSB = "quat_scale_to_covar_preci", "quat_scale_to_covar_preci_bwd"
+case((QS, QSB), "quats", "shape[...,3]", shape(2, N, 3))
+case((QS, QSB), "quats", "0d", shape())
+case((QS, QSB), "quats", "16d", shape(*[1] * 15, 4))
+case((QS, QSB), "quats", "int64", dtype(torch.int64))
+case((QS, QSB), "quats", "float16", dtype(torch.float16))
+case((QS, QSB), "quats", "device", device())
+case((QS, QSB), "scales", "shape[...,4]", shape(2, N, 4))
+case((QS, QSB), "scales", "batch", shape(2, N + 1, 3))
+case((QS, QSB), "scales", "flat", shape(2 * N, 3))
+case((QS, QSB), "scales", "float32", dtype(torch.float32))
+case((QS, QSB), "scales", "device", device())
+for g in ("grad_covars", "grad_precis"):
+    case((QSB,), g, "triu shape", shape(2, N, 6))
+    case((QSB,), g, "batch", shape(2, N + 1, 3, 3))
+    case((QSB,), g, "float32", dtype(torch.float32))
+    case((QSB,), g, "device", device())
 
 
 # A C++ check that throws must surface as a Python RuntimeError. If the

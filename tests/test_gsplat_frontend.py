@@ -381,6 +381,34 @@ def test_mcmc_strategy_relocates_and_adds_on_our_meta():
         restore()
 
 
+def test_patch_installs_fused_covariance(seed):
+    """patch_gsplat_strategy_ops installs nurec_ops' fused covariance op
+    where MCMCStrategy's noise injection finds it (gsplat.strategy.ops,
+    called as gsplat calls it): the reference's values, every flag and
+    triu, float64; restore() puts gsplat's own back."""
+    gops = pytest.importorskip("gsplat.strategy.ops")
+    from nurec_ops.gsplat import patch_gsplat_strategy_ops
+    from nurec_ops.reference import quat_scale_to_covar_preci as reference
+    own = gops.quat_scale_to_covar_preci
+    restore = patch_gsplat_strategy_ops()
+    try:
+        assert gops.quat_scale_to_covar_preci is nurec_ops.quat_scale_to_covar_preci
+        g = torch.Generator().manual_seed(seed)
+        quats = torch.randn(50, 4, generator=g, dtype=torch.float64)
+        scales = torch.rand(50, 3, generator=g, dtype=torch.float64) + 0.01
+        for covar, preci in ((True, False), (False, True), (True, True)):
+            for triu in (False, True):
+                got = gops.quat_scale_to_covar_preci(quats, scales, compute_covar=covar, compute_preci=preci, triu=triu)
+                want = reference(quats, scales, covar, preci, triu)
+                for a, e in zip(got, want):
+                    assert (a is None) == (e is None)
+                    if e is not None:
+                        assert_close(a, e, torch.float64)
+    finally:
+        restore()
+    assert gops.quat_scale_to_covar_preci is own
+
+
 def test_relocation_equals_eq9():
     """compute_relocation against eq. 9 of the MCMC paper summed term by term
     (float64), and n = 1 keeps the Gaussian as it is."""

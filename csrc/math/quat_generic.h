@@ -91,21 +91,27 @@ NUREC_HD void NR(rotmat_to_quat)(const real_t M[9], real_t q[4]) {
     for (int k = 0; k < 4; ++k) q[k] = s * n[k];
 }
 
-/* Backward of v = R(q) m with respect to q, given gv; the formula of
- * quat_to_rotmat differentiated as written (the caller projects onto the
- * unit sphere through quat_normalize_vjp, which makes the result independent
- * of which unit-sphere formula was used). */
+/* Backward of R = quat_to_rotmat(q) with respect to q, given dR (row-major
+ * 3 x 3); the formula of quat_to_rotmat differentiated as written (the
+ * caller projects onto the unit sphere through quat_normalize_vjp, which
+ * makes the result independent of which unit-sphere formula was used). */
+NUREC_HD void NR(quat_to_rotmat_vjp)(const real_t q[4], const real_t G[9], real_t gq[4]) {
+    real_t w = q[0], x = q[1], y = q[2], z = q[3];
+    gq[0] = 2 * (-z * G[1] + y * G[2] + z * G[3] - x * G[5] - y * G[6] + x * G[7]);
+    gq[1] = 2 * (y * G[1] + z * G[2] + y * G[3] - 2 * x * G[4] - w * G[5] + z * G[6] + w * G[7] - 2 * x * G[8]);
+    gq[2] = 2 * (-2 * y * G[0] + x * G[1] + w * G[2] + x * G[3] + z * G[5] - w * G[6] + z * G[7] - 2 * y * G[8]);
+    gq[3] = 2 * (-2 * z * G[0] - w * G[1] + x * G[2] + w * G[3] - 2 * z * G[4] + y * G[5] + x * G[6] + y * G[7]);
+}
+
+/* Backward of v = R(q) m with respect to q, given gv: dR = gv m^T. */
 NUREC_HD void NR(rotate_vjp_quat)(const real_t q[4], const real_t m[3],
                                   const real_t gv[3], real_t gq[4]) {
-    real_t w = q[0], x = q[1], y = q[2], z = q[3];
-    /* G = gv m^T */
-    real_t G00 = gv[0] * m[0], G01 = gv[0] * m[1], G02 = gv[0] * m[2];
-    real_t G10 = gv[1] * m[0], G11 = gv[1] * m[1], G12 = gv[1] * m[2];
-    real_t G20 = gv[2] * m[0], G21 = gv[2] * m[1], G22 = gv[2] * m[2];
-    gq[0] = 2 * (-z * G01 + y * G02 + z * G10 - x * G12 - y * G20 + x * G21);
-    gq[1] = 2 * (y * G01 + z * G02 + y * G10 - 2 * x * G11 - w * G12 + z * G20 + w * G21 - 2 * x * G22);
-    gq[2] = 2 * (-2 * y * G00 + x * G01 + w * G02 + x * G10 + z * G12 - w * G20 + z * G21 - 2 * y * G22);
-    gq[3] = 2 * (-2 * z * G00 - w * G01 + x * G02 + w * G10 - 2 * z * G11 + y * G12 + x * G20 + y * G21);
+    real_t G[9];
+    NUREC_UNROLL
+    for (int i = 0; i < 3; ++i)
+        NUREC_UNROLL
+        for (int k = 0; k < 3; ++k) G[3 * i + k] = gv[i] * m[k];
+    NR(quat_to_rotmat_vjp)(q, G, gq);
 }
 
 /* Logistic sigmoid without overflow for large |x|. */

@@ -71,14 +71,8 @@ NUREC_HD void NR(splat_rm_vjp)(const real_t R[9], const real_t qn[4], real_t inv
             gs[k] += dM * Rq[3 * i + k];
         }
     /* rotation matrix of the unit quaternion, then the normalization */
-    real_t w = qn[0], qx = qn[1], qy = qn[2], qz = qn[3], gu[4];
-    gu[0] = 2 * (-qz * G[1] + qy * G[2] + qz * G[3] - qx * G[5] - qy * G[6] + qx * G[7]);
-    gu[1] = 2 * (qy * G[1] + qz * G[2] + qy * G[3] - 2 * qx * G[4] - w * G[5] + qz * G[6] +
-                 w * G[7] - 2 * qx * G[8]);
-    gu[2] = 2 * (-2 * qy * G[0] + qx * G[1] + w * G[2] + qx * G[3] + qz * G[5] - w * G[6] +
-                 qz * G[7] - 2 * qy * G[8]);
-    gu[3] = 2 * (-2 * qz * G[0] - w * G[1] + qx * G[2] + w * G[3] - 2 * qz * G[4] + qy * G[5] +
-                 qx * G[6] + qy * G[7]);
+    real_t gu[4];
+    NR(quat_to_rotmat_vjp)(qn, G, gu);
     NR(quat_normalize_vjp)(qn, inv_qnorm, gu, gq);
 }
 

@@ -2,8 +2,10 @@
 the parity oracle of the tests, the baseline of the benchmarks, and what a
 training loop uses before it swaps the fused ops in."""
 from .collect import collect, collect_gaussian_parameters
+from .covariance import quat_scale_to_covar_preci
 from .track_poses import interpolate_track_poses
 from .rasterize_camera import rasterize_camera
 from .rasterize_lidar import rasterize_lidar
 
-__all__ = ["interpolate_track_poses", "collect_gaussian_parameters", "collect", "rasterize_camera", "rasterize_lidar"]
+__all__ = ["interpolate_track_poses", "collect_gaussian_parameters", "collect", "rasterize_camera", "rasterize_lidar",
+           "quat_scale_to_covar_preci"]
