@@ -244,3 +244,18 @@ def test_every_op_has_its_kernels_registered():
         assert torch._C._dispatch_has_kernel_for_dispatch_key(n, "CPU"), n
         if cuda:
             assert torch._C._dispatch_has_kernel_for_dispatch_key(n, "CUDA"), n
+
+
+def test_covariances_swapped():
+    """gsplat's quat_scale_to_covar_preci, as a trainer's MCMC noise calls it,
+    is swapped for the fused op, which gives the reference's values."""
+    m = types.ModuleType("my_mcmc")
+    m.quat_scale_to_covar_preci = reference.quat_scale_to_covar_preci
+    q, s = torch.randn(50, 4, dtype=torch.float64), torch.rand(50, 3, dtype=torch.float64) + 0.1
+    with nurec_ops.swap(m) as sw:
+        assert sw.swapped == ["quat_scale_to_covar_preci"]
+        assert m.quat_scale_to_covar_preci is nurec_ops.quat_scale_to_covar_preci
+        got, want = m.quat_scale_to_covar_preci(q, s, triu=True), reference.quat_scale_to_covar_preci(q, s, triu=True)
+        for a, b in zip(got, want):
+            torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    assert m.quat_scale_to_covar_preci is reference.quat_scale_to_covar_preci
