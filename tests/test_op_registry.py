@@ -336,6 +336,8 @@ def test_binning_ways_same_bits(case, way, seed, monkeypatch):
     s["scales"] = s["scales"].detach().clone()
     s["scales"][: s["scales"].shape[0] // 10] *= 6
     func = case.autograd_op.op.default
+    with torch.no_grad():  # the first call of a configuration may size itself and run twice (nurec_ops._binning)
+        case.op(**s)
     args = list(recorded_forward(case, s))
     names = [a.name for a in func._schema.arguments]
     args[names.index("segments")], args[names.index("segment_min")] = 8, 32
