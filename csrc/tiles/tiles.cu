@@ -13,7 +13,9 @@
  * the items themselves (hundreds of thousands). Keys that need more than 32
  * bits (many images or items) stay 8 bytes, with as few passes as their bits.
  * With several images the rank may be the item's place within its image
- * (KeyBits: fewer bits, where that saves a pass or halves the keys).
+ * (KeyBits: fewer bits, where that saves a pass or halves the keys). Small
+ * float32 binnings, which are host-bound, skip the ranks: their keys hold
+ * the depth's own 32 bits, the same order for no sort of the items.
  *
  * (Measured on the H200: emitting in depth order and sorting 4-byte tile-id
  * keys only (2 radix passes) was slower than a 64-bit tile|depth key sort on
@@ -61,7 +63,7 @@ struct KeyBits {
     bool wide;       /* more than 32 bits: 8-byte keys */
     bool per_image;  /* ranks within the image */
     int image_bits;  /* bits of the image index (the per-image sort's) */
-    bool depth_keys; /* the low 32 bits are the depth's own (depth_key32): no ranks, no depth sort */
+    bool depth_keys; /* the low 32 bits are the depth's own (depth_key): no ranks, no depth sort */
 };
 
 /* Small float32 binnings key the entries by tile | the depth's 32 bits
@@ -253,16 +255,15 @@ __device__ bool emit_item_init(const nurec_tiles_params& p, int64_t i, int64_t t
     return true;
 }
 
-/* Writes an item's keys that fit the capacity: this thread the ones at
- * lane, lane + step, ... (lane 0, step 1: all of them; a whole warp's:
- * emit_item_warp below). Any key the geometry cannot name (never when the
- * counts match) is a sentinel. */
+/* Writes all of an item's keys that fit the capacity, by one thread (a whole
+ * warp's: emit_item_warp below). Any key the geometry cannot name (never
+ * when the counts match) is a sentinel. */
 template <typename K>
-__device__ void emit_item(const nurec_tiles_params& p, int64_t i, const EmitItem& e, int lane, int step,
-                          int shift, K sentinel, K* keys, int32_t* vals) {
+__device__ void emit_item(const nurec_tiles_params& p, int64_t i, const EmitItem& e, int shift, K sentinel,
+                          K* keys, int32_t* vals) {
     const int64_t cap = p.capacity;
     const int64_t end = e.start + e.cnt < cap ? e.cnt : cap - e.start; /* keys that fit */
-    int64_t k = 0; /* keys named so far (uniform over the lanes) */
+    int64_t k = 0; /* keys named so far */
     if (e.ok) {
         for (int ty = e.f.py0 / NUREC_TILE; ty <= e.f.py1 / NUREC_TILE && k < end; ++ty) {
             int a, b;
@@ -270,14 +271,14 @@ __device__ void emit_item(const nurec_tiles_params& p, int64_t i, const EmitItem
             const uint64_t row = e.base + (uint64_t)ty * p.tiles_x + (uint64_t)a;
             int64_t w = b - a + 1;
             if (w > end - k) w = end - k;
-            for (int64_t q = lane; q < w; q += step) {
+            for (int64_t q = 0; q < w; ++q) {
                 keys[e.start + k + q] = ((K)(row + (uint64_t)q) << shift) | e.rank;
                 vals[e.start + k + q] = (int32_t)i;
             }
             k += w;
         }
     }
-    for (int64_t q = k + lane; q < end; q += step) {
+    for (int64_t q = k; q < end; ++q) {
         keys[e.start + q] = sentinel;
         vals[e.start + q] = (int32_t)i;
     }
@@ -443,7 +444,7 @@ emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32
         EmitItem e;
         const bool has = i < P && emit_item_init(p, i, tiles, rank, &e);
         const bool coop = has && e.cnt > EMIT_COOP;
-        if (has && !coop) emit_item(p, i, e, 0, 1, shift, sentinel, keys, vals);
+        if (has && !coop) emit_item(p, i, e, shift, sentinel, keys, vals);
         for (unsigned m = __ballot_sync(0xffffffffu, coop); m != 0; m &= m - 1) {
             const int src = __ffs(m) - 1;
             const int64_t j = i0 + src;
