@@ -222,17 +222,34 @@ def cut_into_parts(monkeypatch, case, segments, segment_min):
     monkeypatch.setattr(mod, "_SEGMENT_MIN", segment_min)
 
 
-def raw_forward(case, inputs, segments, segment_min):
-    """The row's forward operator on the arguments the public op gives it,
-    with the cut as given: its outputs by the schema's names."""
+def forward_args(case, inputs, **given):
+    """The arguments the public op gives the row's forward operator, with
+    those named in `given` (e.g. segments, segment_min) replaced."""
     func = case.autograd_op.op.default
     args = list(recorded_forward(case, inputs))
     names = [a.name for a in func._schema.arguments]
-    args[names.index("segments")] = segments
-    args[names.index("segment_min")] = segment_min
+    for name, value in given.items():
+        args[names.index(name)] = value
+    return args
+
+
+def call_forward(case, args):
+    """The row's forward operator on `args`: its outputs by the schema's names."""
+    func = case.autograd_op.op.default
     with torch.no_grad():
         out = func(*args)
     return dict(zip([r.name for r in func._schema.returns], out))
+
+
+def raw_forward(case, inputs, segments, segment_min):
+    """The row's forward operator on the arguments the public op gives it,
+    with the cut as given: its outputs by the schema's names."""
+    return call_forward(case, forward_args(case, inputs, segments=segments, segment_min=segment_min))
+
+
+def bits(t):
+    """A tensor as compared bit for bit (NaN == NaN too)."""
+    return t.view(torch.uint8) if t.is_floating_point() else t
 
 
 def longest_list(case, inputs):
@@ -319,10 +336,6 @@ def test_parity_lists_cut_into_parts(case, dtype, segments, segment_min, seed, m
 BINNING_WAYS = {"depth keys": ("NUREC_OPS_TILES_DEPTH_KEYS_MAX", ("0", str(1 << 40)))}
 
 
-def names_out(func):
-    return [r.name for r in func._schema.returns]
-
-
 @gpu
 @pytest.mark.parametrize("way", sorted(BINNING_WAYS))
 @pytest.mark.parametrize("case", _parts_params())
@@ -335,26 +348,20 @@ def test_binning_ways_same_bits(case, way, seed, monkeypatch):
     s = dict(case.inputs("cuda", F32, seed, large=True))
     s["scales"] = s["scales"].detach().clone()
     s["scales"][: s["scales"].shape[0] // 10] *= 6
-    func = case.autograd_op.op.default
     with torch.no_grad():  # the first call of a configuration may size itself and run twice (nurec_ops._binning)
         case.op(**s)
-    args = list(recorded_forward(case, s))
-    names = [a.name for a in func._schema.arguments]
-    args[names.index("segments")], args[names.index("segment_min")] = 8, 32
     # the capacity the scene needs (the policy's, from earlier scenes of this
     # shape, may be short: an overflowed call compares nothing), the same both ways
-    with torch.no_grad():
-        args[names.index("capacity")] = int(func(*args)[names_out(func).index("status")][0]) + 4096
+    needed = int(call_forward(case, forward_args(case, s, segments=8, segment_min=32))["status"][0])
+    args = forward_args(case, s, segments=8, segment_min=32, capacity=needed + 4096)
     outs = []
     for v in values:
         monkeypatch.setenv(env, v)
         poison_allocator("cuda")
-        with torch.no_grad():
-            outs.append(dict(zip(names_out(func), func(*args))))
+        outs.append(call_forward(case, args))
     a, b = outs
     needed = int(a["status"][0])
     assert int(a["status"][1]) == 0 and needed > 0, "overflowed or empty: nothing compared"
-    bits = lambda t: t.view(torch.uint8) if t.is_floating_point() else t  # noqa: E731  (NaN == NaN too)
     for k in a:
         x, y = (a[k][:needed], b[k][:needed]) if k == "isect_items" else (a[k], b[k])
         assert torch.equal(bits(x), bits(y)), f"{way}: output {k} differs"
@@ -393,7 +400,6 @@ def test_parts_outputs_same_every_call(case):
     part has stopped when it sees that (timing), and what it leaves for them
     must reach no output (opcheck compares all of them between two runs)."""
     s = case.parts.long("cuda", F32)
-    bits = lambda t: t.view(torch.uint8) if t.is_floating_point() else t  # noqa: E731  (NaN == NaN too)
     first = raw_forward(case, s, 8, case.parts.long_min)
     assert ((first["seg_last"] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
     needed = int(first["status"][0])
