@@ -75,13 +75,18 @@ def _fake_splat_meta(records, counts, cell, cell_u, cell_v):
 
 def means2d_grad_function(autograd_op, setup_context, backward_with_records):
     """An autograd.Function running ``autograd_op``'s forward with two more
-    inputs first, ``means2d`` [C, N, 2] and ``means2d_abs`` [C, N, 2] or
-    None (their values are not read): the gradient of ``means2d`` is the
-    first two values of each item's gradient record, that of
-    ``means2d_abs`` the backward's absgrad; ``backward_with_records(ctx,
-    g..., absgrad=)`` returns both after the op's own input gradients."""
+    inputs first: ``means2d`` [C, N, 2] (a leaf whose values are not read)
+    and ``absgrad``, a bool. The gradient of ``means2d`` is the first two
+    values of each item's gradient record; with ``absgrad`` the backward
+    also sets ``means2d.absgrad`` to its absgrad [C, N, 2], as gsplat's
+    rasterization backward does (each backward replaces it). That is set
+    here, not carried through autograd by a second leaf: the second leaf's
+    AccumulateGrad node, copy and hook cost host time in every step of a
+    trainer that densifies on absgrad. ``backward_with_records(ctx, g...,
+    absgrad=)`` returns the gradient records and the absgrad after the op's
+    own input gradients."""
 
-    def forward(ctx, means2d, means2d_abs, *args):
+    def forward(ctx, means2d, absgrad, *args):
         if torch.compiler.is_compiling():
             out = autograd_op.op(*args)
         else:
@@ -89,16 +94,20 @@ def means2d_grad_function(autograd_op, setup_context, backward_with_records):
                 out = autograd_op._entry(*args)
         setup_context(ctx, args, out)
         ctx.m2d_shape = means2d.shape
-        ctx.absgrad = means2d_abs is not None
-        ctx.input_offset = 2  # the op's inputs follow means2d, means2d_abs (ctx.needs_input_grad is shifted)
+        ctx.absgrad = bool(absgrad)
+        # the leaf itself, to hand it its absgrad: a reference to a leaf of
+        # the caller's (no graph node, so no reference cycle)
+        ctx.m2d = means2d if ctx.absgrad else None
+        ctx.input_offset = 2  # the op's inputs follow means2d, absgrad (ctx.needs_input_grad is shifted)
         return out
 
     def backward(ctx, *grads):
         res = backward_with_records(ctx, *grads[:3], absgrad=ctx.absgrad)
         C, N = ctx.m2d_shape[0], ctx.m2d_shape[1]
         g_m2d = res[-2].view(C, N, -1)[..., :2]
-        g_abs = res[-1].view(C, N, 2) if ctx.absgrad else None
-        return (g_m2d, g_abs) + tuple(res[:-2])
+        if ctx.absgrad:
+            ctx.m2d.absgrad = res[-1].view(C, N, 2)
+        return (g_m2d, None) + tuple(res[:-2])
 
     name = f"{autograd_op.op.__name__}_with_means2d"
     return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),
@@ -123,13 +132,7 @@ def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_g
         # leaves whose values the forward does not read (empty: no fill
         # kernel); meta_of writes the projected means into m2d
         m2d = like.new_empty((C, N, 2)).requires_grad_(True)
-        m2d_abs = None
-        if absgrad:
-            # a second leaf carries the absgrad through autograd; after its
-            # gradient accumulates it is exposed where gsplat puts it
-            m2d_abs = like.new_empty((C, N, 2)).requires_grad_(True)
-            m2d_abs.register_post_accumulate_grad_hook(lambda t: setattr(m2d, "absgrad", t.grad))
-        out = run(lambda *a: with_m2d.apply(m2d, m2d_abs, *a))
+        out = run(lambda *a: with_m2d.apply(m2d, bool(absgrad), *a))
     else:
         out = run(forward)
     if return_meta:

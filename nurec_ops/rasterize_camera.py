@@ -297,10 +297,8 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False):
     shape = (C, height, width)
     if g_render is None:
         g_render = means.new_zeros(shape + (D,))
-    if g_depth is None:
-        g_depth = means.new_zeros(shape + (1,))
-    if g_alpha is None:
-        g_alpha = means.new_zeros(shape + (1,))
+    # g_depth, g_alpha stay None where the loss did not read them: the op
+    # takes them as zero, without zero images to allocate and fill each step
     gm, gq, gs, go, gf, grec = ops.rasterize_camera_bwd(
         g_render, g_depth, g_alpha, means, quats, scales, opacities, features, viewmats, Ks, backgrounds,
         records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, width, height, near,

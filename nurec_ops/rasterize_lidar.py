@@ -274,8 +274,9 @@ def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, 
                            row_elevations, column_azimuths, column_order, row_azimuth_offsets, near, far, eps2d)
     _check_rolling(_OP + "_backward", C, W, means, viewmats_end, column_times)
     Ck.shape(_OP + "_backward", "grad_features", grad_features, (C, R, W, D), "[C, R, W, D]")
-    Ck.shape(_OP + "_backward", "grad_range", grad_range, (C, R, W, 1), "[C, R, W, 1]")
-    Ck.shape(_OP + "_backward", "grad_alpha", grad_alpha, (C, R, W, 1), "[C, R, W, 1]")
+    for name, g in (("grad_range", grad_range), ("grad_alpha", grad_alpha)):
+        if g is not None:  # None: zero (a loss that did not read it)
+            Ck.shape(_OP + "_backward", name, g, (C, R, W, 1), "[C, R, W, 1]")
     e = means.new_empty
     return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e((N, D)), e((C * N, grad_records_width(absgrad))))
 
@@ -310,10 +311,8 @@ def _backward_with_records(ctx, g_feat, g_range, g_alpha, absgrad=False):
     C, D, R, W = viewmats.shape[0], features.shape[1], row_el.shape[0], col_az.shape[0]
     if g_feat is None:
         g_feat = means.new_zeros((C, R, W, D))
-    if g_range is None:
-        g_range = means.new_zeros((C, R, W, 1))
-    if g_alpha is None:
-        g_alpha = means.new_zeros((C, R, W, 1))
+    # g_range, g_alpha stay None where the loss did not read them (the op
+    # takes them as zero)
     gm, gq, gs, go, gf, grec = ops.rasterize_lidar_bwd(
         g_feat, g_range, g_alpha, means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order,
         row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,

@@ -209,6 +209,29 @@ def check_parity(case, s, device, dtype, seed):
     assert_tests_something(case, out, grads)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", params(lambda c: c.parts is not None or c.name.startswith(("camera", "lidar"))))
+def test_unread_outputs_take_no_cotangent(case, device, seed):
+    """A loss that reads only the first output (the render, or the lidar's
+    features) leaves depth / range and alpha without a cotangent: the
+    backward op takes them as absent (no zero images made), and its
+    gradients equal those of explicit zero cotangents. (If the kernels read
+    an absent cotangent, this fails or crashes.)"""
+    s = case.inputs(device, F64, seed)
+    names = leaves(case, s)
+    out = list(case.op(**s))
+    cot = cotangents(out, seed)[0].to(out[0].device, out[0].dtype)
+    absent = torch.autograd.grad((out[0] * cot).sum(), [s[k] for k in names], allow_unused=True)
+    out = list(case.op(**s))
+    zeros = [torch.zeros_like(o) for o in out[1:3]]
+    explicit = torch.autograd.grad(out[:3], [s[k] for k in names], [cot] + zeros, allow_unused=True)
+    for k, a, e in zip(names, absent, explicit):
+        assert (a is None) == (e is None), k
+        if e is not None:
+            assert_close(a, e, F64, msg=f"grad {k}")
+    assert any(a is not None and a.abs().sum() > 0 for a in absent), "no gradient reached the inputs"
+
+
 # ------------------------------------------ long lists cut into parts (CUDA)
 
 SEG_FIXUP = 0x20000000  # csrc/tiles/splat.h: NUREC_SPLAT_SEG_FIXUP

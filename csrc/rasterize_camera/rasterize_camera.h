@@ -50,7 +50,7 @@ typedef struct nurec_rasterize_camera_params {
     void* depth;             /* [C, H, W] */
     /* backward */
     const void* grad_render; /* [C, H, W, D] */
-    const void* grad_depth;  /* [C, H, W] */
+    const void* grad_depth;  /* [C, H, W], or NULL: zero (a loss that reads no depth) */
     void* grad_colors;       /* SH: [C, N, 3] scratch (zeroed); features: unused */
 } nurec_rasterize_camera_params;
 

@@ -89,7 +89,7 @@ static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
                         for (int64_t k = 0; k < D; ++k) S[k] = bgs ? T * bgs[c * D + k] : 0;
                         NR(splat_cell_backward)(p->isect_items, range[0], p->last[pix], records, &feats, D,
                                                 (real_t)x + (real_t)0.5, (real_t)y + (real_t)0.5, T, S,
-                                                gR + D * pix, gD[pix], gA[pix], grec, &gfeats, p->absgrad);
+                                                gR + D * pix, gD ? gD[pix] : 0, gA ? gA[pix] : 0, grec, &gfeats, p->absgrad);
                     }
             }
     free(S);

@@ -395,8 +395,8 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             T[h] = st[D + 1];
         }
         if (w.pass == 0) {
-            gz[h] = ((const real_t*)p.grad_depth)[pix];
-            gTa[h] = ((const real_t*)p.grad_alpha)[pix] * T_final;
+            gz[h] = p.grad_depth ? ((const real_t*)p.grad_depth)[pix] : (real_t)0; /* absent: zero */
+            gTa[h] = p.grad_alpha ? ((const real_t*)p.grad_alpha)[pix] * T_final : (real_t)0;
         }
     }
     const int64_t start = w.start, lo = w.lo;

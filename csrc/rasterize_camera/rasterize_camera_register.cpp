@@ -202,7 +202,7 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
 // `absgrad` 16 values a row, slots 8, 9 SPEC 8's sum over pixels of
 // |means2d gradient| (tiles/splat.h, NUREC_SPLAT_GREC_ABS).
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
-    Tensor grad_render, Tensor grad_depth, Tensor grad_alpha, Tensor means, Tensor quats,
+    Tensor grad_render, std::optional<Tensor> grad_depth, std::optional<Tensor> grad_alpha, Tensor means, Tensor quats,
     Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor Ks,
     std::optional<Tensor> backgrounds, Tensor records, Tensor counts, Tensor colors,
     Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
@@ -228,13 +228,19 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
     const int64_t P = C * N;
     check_shape(op, "grad_render", grad_render, {C, H, W, D}, "[C, H, W, D]");
-    check_shape(op, "grad_depth", grad_depth, {C, H, W, 1}, "[C, H, W, 1]");
-    check_shape(op, "grad_alpha", grad_alpha, {C, H, W, 1}, "[C, H, W, 1]");
     check_real(op, "grad_render", grad_render, means, "means");
-    check_real(op, "grad_depth", grad_depth, means, "means");
-    check_real(op, "grad_alpha", grad_alpha, means, "means");
+    // depth's and alpha's gradients may be absent (None: zero), as they are
+    // when a loss reads only the render: no zero images to allocate and fill
+    // on every step
+    for (const std::optional<Tensor>* t : {&grad_depth, &grad_alpha}) {
+        if (!t->has_value()) continue;
+        const char* name = t == &grad_depth ? "grad_depth" : "grad_alpha";
+        check_shape(op, name, **t, {C, H, W, 1}, "[C, H, W, 1]");
+        check_real(op, name, **t, means, "means");
+        check_device(op, "saved tensors and gradients", **t, means, "means");
+    }
     check_shape(op, "colors", colors, {sh_degree >= 0 ? P * 3 : 0}, "[C * N * 3] (SH) or [0]");
-    for (const Tensor* t : {&grad_render, &grad_depth, &grad_alpha, &colors})
+    for (const Tensor* t : {&grad_render, &colors})
         check_device(op, "saved tensors and gradients", *t, means, "means");
     SplatBuffers b = splat_saved(op, means, p, C, H, W, "[C, H, W]", records, counts, isect_items,
                                  tile_ranges, final_T, last, status);
@@ -242,13 +248,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
                          seg_last, segment_min);
     rc_check_grid(op, in.means, p);
     grad_render = dense(grad_render);
-    grad_depth = dense(grad_depth);
-    grad_alpha = dense(grad_alpha);
+    if (grad_depth.has_value()) grad_depth = dense(*grad_depth);
+    if (grad_alpha.has_value()) grad_alpha = dense(*grad_alpha);
     colors = dense(colors);
     p.colors = colors.data_ptr();
     p.grad_render = grad_render.data_ptr();
-    p.grad_depth = grad_depth.data_ptr();
-    p.grad_alpha = grad_alpha.data_ptr();
+    p.grad_depth = grad_depth.has_value() ? grad_depth->data_ptr() : nullptr;
+    p.grad_alpha = grad_alpha.has_value() ? grad_alpha->data_ptr() : nullptr;
     // per pixel |d loss / d (u, v)| needs the whole gradient of a pixel in
     // one walk: one CUDA pass of channels (the CPU walks all at once, and
     // refuses the same inputs so that both devices agree)
@@ -279,7 +285,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor depth, Tensor alpha, Tensor records, Tensor counts, Tensor colors, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
           "Tensor seg_state, Tensor seg_last, Tensor taus)");
-    m.def("rasterize_camera_bwd(Tensor grad_render, Tensor grad_depth, Tensor grad_alpha, "
+    m.def("rasterize_camera_bwd(Tensor grad_render, Tensor? grad_depth, Tensor? grad_alpha, "
           "Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features, "
           "Tensor viewmats, Tensor Ks, Tensor? backgrounds, Tensor records, Tensor counts, "
           "Tensor colors, Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, "

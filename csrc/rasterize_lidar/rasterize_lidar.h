@@ -80,7 +80,7 @@ typedef struct nurec_rasterize_lidar_params {
     void* range;             /* [C, R, W] */
     /* backward */
     const void* grad_out_features; /* [C, R, W, D] */
-    const void* grad_range;  /* [C, R, W] */
+    const void* grad_range;  /* [C, R, W], or NULL: zero (a loss that reads no range) */
 } nurec_rasterize_lidar_params;
 
 /* Fills the binning params of this call (shared by both devices). */

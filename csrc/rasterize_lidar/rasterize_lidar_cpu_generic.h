@@ -67,7 +67,7 @@ static int NR(rl_backward_cpu)(const nurec_rasterize_lidar_params* p) {
         for (int64_t k = 0; k < D; ++k) S[k] = 0; /* no background behind a ray */
         NR(splat_cell_backward)(p->isect_items, range[0], p->last[ray], records, &feats, D,
                                 col_az[j] + row_off[i], row_el[i], ((const real_t*)p->final_T)[ray], S,
-                                gF + D * uray, gR[uray], gA[uray], grec, &gfeats, p->absgrad);
+                                gF + D * uray, gR ? gR[uray] : 0, gA ? gA[uray] : 0, grec, &gfeats, p->absgrad);
     }
     free(S);
 

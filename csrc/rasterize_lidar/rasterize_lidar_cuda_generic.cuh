@@ -440,8 +440,8 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
         for (int q = 0; q < RL_CH; ++q)
             if (q < nch) gf[q] = g[q];
         if (pass == 0) {
-            gz = ((const real_t*)p.grad_range)[uray];
-            gTa = ((const real_t*)p.grad_alpha)[uray] * T_final;
+            gz = p.grad_range ? ((const real_t*)p.grad_range)[uray] : (real_t)0; /* absent: zero */
+            gTa = p.grad_alpha ? ((const real_t*)p.grad_alpha)[uray] * T_final : (real_t)0;
         }
     }
     /* the window of the rays that have anything to sweep in this part, and how far */

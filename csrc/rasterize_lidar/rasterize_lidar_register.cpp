@@ -170,8 +170,8 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
-    Tensor grad_features, Tensor grad_range, Tensor grad_alpha, Tensor means, Tensor quats,
-    Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor row_elevations,
+    Tensor grad_features, std::optional<Tensor> grad_range, std::optional<Tensor> grad_alpha, Tensor means,
+    Tensor quats, Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor row_elevations,
     Tensor column_azimuths, Tensor column_order, Tensor row_azimuth_offsets, Tensor records, Tensor counts,
     Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
     Tensor seg_state, Tensor seg_last, double near_plane, double far_plane, double eps2d,
@@ -194,23 +194,26 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
         p.taus = taus_d.data_ptr();
     }
     check_shape(op, "grad_features", grad_features, {C, R, W, D}, "[C, R, W, D]");
-    check_shape(op, "grad_range", grad_range, {C, R, W, 1}, "[C, R, W, 1]");
-    check_shape(op, "grad_alpha", grad_alpha, {C, R, W, 1}, "[C, R, W, 1]");
     check_real(op, "grad_features", grad_features, means, "means");
-    check_real(op, "grad_range", grad_range, means, "means");
-    check_real(op, "grad_alpha", grad_alpha, means, "means");
-    for (const Tensor* t : {&grad_features, &grad_range, &grad_alpha})
-        check_device(op, "saved tensors and gradients", *t, means, "means");
+    check_device(op, "saved tensors and gradients", grad_features, means, "means");
+    // as the camera's: range's and alpha's gradients may be absent (zero)
+    for (const std::optional<Tensor>* t : {&grad_range, &grad_alpha}) {
+        if (!t->has_value()) continue;
+        const char* name = t == &grad_range ? "grad_range" : "grad_alpha";
+        check_shape(op, name, **t, {C, R, W, 1}, "[C, R, W, 1]");
+        check_real(op, name, **t, means, "means");
+        check_device(op, "saved tensors and gradients", **t, means, "means");
+    }
     SplatBuffers b = splat_saved(op, means, p, C, R, W, "[C, R, W]", records, counts, isect_items,
                                  tile_ranges, final_T, last, status);
     splat_segments_saved(op, means, p, C * (int64_t)p.tiles_y * p.tiles_x, NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS,
                          D, seg_state, seg_last, segment_min);
     grad_features = dense(grad_features);
-    grad_range = dense(grad_range);
-    grad_alpha = dense(grad_alpha);
+    if (grad_range.has_value()) grad_range = dense(*grad_range);
+    if (grad_alpha.has_value()) grad_alpha = dense(*grad_alpha);
     p.grad_out_features = grad_features.data_ptr();
-    p.grad_range = grad_range.data_ptr();
-    p.grad_alpha = grad_alpha.data_ptr();
+    p.grad_range = grad_range.has_value() ? grad_range->data_ptr() : nullptr;
+    p.grad_alpha = grad_alpha.has_value() ? grad_alpha->data_ptr() : nullptr;
     // as the camera's: the whole gradient of a ray in one walk
     NUREC_CHECK(!absgrad || D <= NUREC_RL_CHANNELS_PER_PASS, "nurec_ops.", op, ": `absgrad` supports at most ",
                 NUREC_RL_CHANNELS_PER_PASS, " feature channels, got ", D);
@@ -235,7 +238,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "(Tensor features_out, Tensor range, Tensor alpha, Tensor records, Tensor counts, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
           "Tensor seg_state, Tensor seg_last, Tensor taus)");
-    m.def("rasterize_lidar_bwd(Tensor grad_features, Tensor grad_range, Tensor grad_alpha, "
+    m.def("rasterize_lidar_bwd(Tensor grad_features, Tensor? grad_range, Tensor? grad_alpha, "
           "Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features, "
           "Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, Tensor column_order, "
           "Tensor row_azimuth_offsets, Tensor records, Tensor counts, Tensor isect_items, "

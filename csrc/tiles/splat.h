@@ -79,7 +79,7 @@
     size_t workspace_bytes; \
     void* alpha;             /* [C, cells] forward output */ \
     /* backward */ \
-    const void* grad_alpha;  /* [C, cells] */ \
+    const void* grad_alpha;  /* [C, cells], or NULL: zero (a loss that reads no alpha) */ \
     void* grad_records;      /* [C, N, NUREC_SPLAT_GREC_ROW(absgrad)] scratch, zeroed by the launcher */ \
     int absgrad;             /* SPEC 8's absgrad in the records' slots 8, 9 (one pass of channels) */ \
     void* grad_means;        /* [N, 3] */ \
