@@ -37,6 +37,11 @@ import torch
 # so two gsplat runs of one seed do not end at the same PSNR either; the
 # control's difference is the spread that the swap's is measured against.
 RUNS = ("gsplat", "nurec_ops", "gsplat-again")
+# A step's sections, as --sections prints them (ms, median): rendering, the
+# loss and the strategy's pre-backward step, the backward, the optimizers,
+# the strategy's post-backward step (gsplat's strategies synchronize in it,
+# so it also holds the wait for the device), zero_grad and the final wait.
+SECTIONS = ("render", "loss", "backward", "adam", "strategy", "rest")
 
 
 def rasterizer(which):
@@ -129,7 +134,7 @@ class Trainer:
             self.strategy.check_sanity(self.params, self.optimizers)
             self.state = self.strategy.initialize_state()
         self.rng = self._rng_state()
-        self.times = []
+        self.times, self.sections = [], []
 
     def render(self, p, V, K):
         return render(self.rasterization, p, V, K, self.args.width, self.args.height, absgrad=self.args.absgrad)
@@ -143,39 +148,52 @@ class Trainer:
             torch.cuda.set_rng_state(st[1], self.device)
 
     def step(self, step):
-        """One training step, timed from a synchronized start to a synchronized end."""
+        """One training step, timed from a synchronized start to a synchronized end;
+        also the host time to each section's end (`SECTIONS`), without waiting
+        for the device: where the device keeps up, where the host's time goes."""
         args, p = self.args, self.params
         self._set_rng_state(self.rng)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         t0 = time.perf_counter()
+        marks = []
         c = step % args.cameras
         out, alpha, info = self.render(p, self.V[c:c + 1], self.K[c:c + 1])
+        marks.append(time.perf_counter())
         loss = (out - self.target[c:c + 1]).abs().mean()
         if args.strategy == "mcmc":  # gsplat's simple trainer's MCMC regularizers
             loss = loss + 0.01 * torch.sigmoid(p["opacities"]).mean() + 0.01 * torch.exp(p["scales"]).mean()
         if self.strategy is not None:
             self.strategy.step_pre_backward(p, self.optimizers, self.state, step, info)
+        marks.append(time.perf_counter())
         loss.backward()
+        marks.append(time.perf_counter())
         for opt in self.optimizers.values():
             opt.step()
+        marks.append(time.perf_counter())
         if args.strategy == "default":
             self.strategy.step_post_backward(p, self.optimizers, self.state, step, info, packed=False)
         elif args.strategy == "mcmc":
             self.strategy.step_post_backward(p, self.optimizers, self.state, step, info, lr=1.6e-3)
+        marks.append(time.perf_counter())
         for opt in self.optimizers.values():
             opt.zero_grad(set_to_none=True)
         if self.device.type == "cuda":
             torch.cuda.synchronize()
-        self.times.append(time.perf_counter() - t0)
+        marks.append(time.perf_counter())
+        self.times.append(marks[-1] - t0)
+        self.sections.append([b - a for a, b in zip([t0] + marks[:-1], marks)])
         self.rng = self._rng_state()
 
     def result(self):
         with torch.no_grad():
             out, _, _ = self.render(self.params, self.V, self.K)
         t = self.times[len(self.times) // 4:]
+        sec = self.sections[len(self.sections) // 4:]
+        parts = {name: 1e3 * statistics.median(x[i] for x in sec) for i, name in enumerate(SECTIONS)}
         return dict(step_ms=1e3 * statistics.median(t), psnr=psnr(out, self.target),
-                    psnr_start=psnr(self.start, self.target), gaussians=self.params["means"].shape[0])
+                    psnr_start=psnr(self.start, self.target), gaussians=self.params["means"].shape[0],
+                    sections=parts)
 
 
 def train_all(runs, args, device):
@@ -210,6 +228,7 @@ def main(argv=None):
     ap.add_argument("--device", default=None)
     ap.add_argument("--profile", action="store_true", help="print the host and device time of the last 20 steps by op")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sections", action="store_true", help="print each run's host time by section of the step")
     ap.add_argument("--runs", default="gsplat,nurec_ops",
                     help=f"comma-separated, of {', '.join(RUNS)} (gsplat-again: the control, gsplat a second time)")
     args = ap.parse_args(argv)
@@ -236,6 +255,11 @@ def main(argv=None):
         r = results[which]
         print(f"{which:10s} {args.strategy:7s} step {r['step_ms']:.2f} ms (median)  PSNR {r['psnr_start']:.2f} -> {r['psnr']:.2f} dB  "
               f"Gaussians {args.n} -> {r['gaussians']}", flush=True)
+    if args.sections:
+        print("host ms by section (median): " + ", ".join(SECTIONS))
+        for which in runs:
+            sec = results[which]["sections"]
+            print(f"  {which:12s} " + "  ".join(f"{name} {sec[name]:.3f}" for name in SECTIONS))
     g = results.get("gsplat")
     for which in ("nurec_ops", "gsplat-again"):
         if g is not None and which in results:

@@ -229,16 +229,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     const int64_t P = C * N;
     check_shape(op, "grad_render", grad_render, {C, H, W, D}, "[C, H, W, D]");
     check_real(op, "grad_render", grad_render, means, "means");
-    // depth's and alpha's gradients may be absent (None: zero), as they are
-    // when a loss reads only the render: no zero images to allocate and fill
-    // on every step
-    for (const std::optional<Tensor>* t : {&grad_depth, &grad_alpha}) {
-        if (!t->has_value()) continue;
-        const char* name = t == &grad_depth ? "grad_depth" : "grad_alpha";
-        check_shape(op, name, **t, {C, H, W, 1}, "[C, H, W, 1]");
-        check_real(op, name, **t, means, "means");
-        check_device(op, "saved tensors and gradients", **t, means, "means");
-    }
+    // depth's and alpha's may be absent (a loss that reads only the render)
+    p.grad_depth = splat_optional_cotangent(op, "grad_depth", grad_depth, C, H, W, "[C, H, W, 1]", means);
+    p.grad_alpha = splat_optional_cotangent(op, "grad_alpha", grad_alpha, C, H, W, "[C, H, W, 1]", means);
     check_shape(op, "colors", colors, {sh_degree >= 0 ? P * 3 : 0}, "[C * N * 3] (SH) or [0]");
     for (const Tensor* t : {&grad_render, &colors})
         check_device(op, "saved tensors and gradients", *t, means, "means");
@@ -248,13 +241,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
                          seg_last, segment_min);
     rc_check_grid(op, in.means, p);
     grad_render = dense(grad_render);
-    if (grad_depth.has_value()) grad_depth = dense(*grad_depth);
-    if (grad_alpha.has_value()) grad_alpha = dense(*grad_alpha);
     colors = dense(colors);
     p.colors = colors.data_ptr();
     p.grad_render = grad_render.data_ptr();
-    p.grad_depth = grad_depth.has_value() ? grad_depth->data_ptr() : nullptr;
-    p.grad_alpha = grad_alpha.has_value() ? grad_alpha->data_ptr() : nullptr;
     // per pixel |d loss / d (u, v)| needs the whole gradient of a pixel in
     // one walk: one CUDA pass of channels (the CPU walks all at once, and
     // refuses the same inputs so that both devices agree)

@@ -196,24 +196,15 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     check_shape(op, "grad_features", grad_features, {C, R, W, D}, "[C, R, W, D]");
     check_real(op, "grad_features", grad_features, means, "means");
     check_device(op, "saved tensors and gradients", grad_features, means, "means");
-    // as the camera's: range's and alpha's gradients may be absent (zero)
-    for (const std::optional<Tensor>* t : {&grad_range, &grad_alpha}) {
-        if (!t->has_value()) continue;
-        const char* name = t == &grad_range ? "grad_range" : "grad_alpha";
-        check_shape(op, name, **t, {C, R, W, 1}, "[C, R, W, 1]");
-        check_real(op, name, **t, means, "means");
-        check_device(op, "saved tensors and gradients", **t, means, "means");
-    }
+    // as the camera's: range's and alpha's may be absent (zero)
+    p.grad_range = splat_optional_cotangent(op, "grad_range", grad_range, C, R, W, "[C, R, W, 1]", means);
+    p.grad_alpha = splat_optional_cotangent(op, "grad_alpha", grad_alpha, C, R, W, "[C, R, W, 1]", means);
     SplatBuffers b = splat_saved(op, means, p, C, R, W, "[C, R, W]", records, counts, isect_items,
                                  tile_ranges, final_T, last, status);
     splat_segments_saved(op, means, p, C * (int64_t)p.tiles_y * p.tiles_x, NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS,
                          D, seg_state, seg_last, segment_min);
     grad_features = dense(grad_features);
-    if (grad_range.has_value()) grad_range = dense(*grad_range);
-    if (grad_alpha.has_value()) grad_alpha = dense(*grad_alpha);
     p.grad_out_features = grad_features.data_ptr();
-    p.grad_range = grad_range.has_value() ? grad_range->data_ptr() : nullptr;
-    p.grad_alpha = grad_alpha.has_value() ? grad_alpha->data_ptr() : nullptr;
     // as the camera's: the whole gradient of a ray in one walk
     NUREC_CHECK(!absgrad || D <= NUREC_RL_CHANNELS_PER_PASS, "nurec_ops.", op, ": `absgrad` supports at most ",
                 NUREC_RL_CHANNELS_PER_PASS, " feature channels, got ", D);

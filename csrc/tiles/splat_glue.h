@@ -136,6 +136,21 @@ Tensor splat_forward(const char* op, const Tensor& like, Params& p, int64_t capa
     return isect;
 }
 
+// A cotangent of a [C, rows, cols, 1] output that may be absent (None: the
+// loss did not read that output; the kernels take it as zero, so no zero
+// image is allocated and filled each step): checked, made dense in place
+// (it must outlive the launch) and its data, or NULL.
+inline const void* splat_optional_cotangent(const char* op, const char* name, std::optional<Tensor>& t,
+                                            int64_t images, int64_t rows, int64_t cols, const char* shape,
+                                            const Tensor& means) {
+    if (!t.has_value()) return nullptr;
+    check_shape(op, name, *t, {images, rows, cols, 1}, shape);
+    check_real(op, name, *t, means, "means");
+    check_device(op, "saved tensors and gradients", *t, means, "means");
+    t = dense(*t);
+    return t->data_ptr();
+}
+
 // The backward's inputs from its forward: checked (shapes from the other
 // inputs; cells are rows x cols, described by `cells`, e.g. "[C, H, W]"),
 // made dense and bound to p. What it returns must outlive the launch.
