@@ -46,8 +46,11 @@ def meta_of(records, counts, cell=(1.0, 1.0), means2d=None):
     else:  # Python numbers: no host-to-device copy (that would synchronize)
         m2d, radii, depths = torch.ops.nurec_ops.splat_meta(rec, counts, None, float(cell[0]), float(cell[1]))
     if means2d is not None:
-        with torch.no_grad():
-            means2d.copy_(m2d)
+        if torch.compiler.is_compiling():
+            with torch.no_grad():
+                means2d.copy_(m2d)
+        else:  # the leaf takes the values' storage: no copy kernel (its shape, dtype and device are the same)
+            means2d.data = m2d
         m2d = means2d
     return Meta(m2d, radii, depths)
 

@@ -190,7 +190,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     meta = {
         "means2d": m.means2d, "radii": m.radii, "depths": m.depths, "width": int(width), "height": int(height),
         "n_cameras": C, "gaussian_ids": None, "camera_ids": None, "tile_size": tile_size,
-        "opacities": opacities[None].expand(C, N),
+        "opacities": opacities.expand(C, N),
     }
     return out, alpha, meta
 

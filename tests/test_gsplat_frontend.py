@@ -135,6 +135,10 @@ def test_means2d_grad_matches_reference():
     kept = (meta.radii > 0).all(-1)
     assert_close(meta.means2d.grad[kept], expect[kept], torch.float64, factor=10)
     assert (meta.means2d.grad[~kept] == 0).all()
+    # the leaf holds the projected means, as without means2d_grad
+    with torch.no_grad():
+        plain = tc.run(lambda *x, **k: nurec_ops.rasterize_camera(*x, **k, return_meta=True), s).meta
+    assert meta.means2d.is_leaf and torch.equal(meta.means2d.detach(), plain.means2d)
     # the other gradients are the op's usual ones
     s2 = dict(s)
     for k in tc.GRAD_KEYS + ("backgrounds",):
