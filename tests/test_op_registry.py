@@ -415,6 +415,84 @@ def test_parts_match_one_walk(case, seed, monkeypatch):
     assert ((fwd["seg_last"] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", _parts_params())
+def test_status_reports_longest_list(case, device, seed):
+    """The binning status's third slot is the call's longest tile list
+    (csrc/tiles/splat.h), on both devices: what the next call's parts are
+    sized by (nurec_ops._binning.parts_for)."""
+    s = case.inputs(device, F32, seed, large=True)
+    out = raw_forward(case, s, 0, 1)
+    r = out["tile_ranges"]
+    longest = int((r[..., 1] - r[..., 0]).max())
+    assert longest > 1, "no list of two entries: nothing compared"
+    assert out["status"].shape == (3,) and int(out["status"][2]) == longest
+
+
+@pytest.mark.parametrize("segments,segment_min,longest,expect", [
+    (16, 512, None, 16),  # no report yet: the budget's parts
+    (16, 512, 512, 0), (16, 512, 300, 0),  # no list was cut: none
+    (16, 512, 513, 3), (16, 512, 1934, 5), (16, 512, 7 * 512, 8),  # its parts, plus one
+    (16, 512, 15 * 512, 16), (16, 512, 12570, 16),  # every part the budget allows
+    (0, 512, 1934, 0), (1, 512, 1934, 1), (5, 100, 1000, 5), (16, 1, 3, 4)])
+def test_parts_rule(segments, segment_min, longest, expect):
+    """nurec_ops._binning.parts_rule, and that it cuts every list no longer
+    than the reported longest one as `segments` would (the same parts)."""
+    got = _binning.parts_rule(segments, segment_min, longest)
+    assert got == expect
+    if longest is not None and got > 1:
+        for n in range(1, longest + 1, max(longest // 97, 1)):
+            assert _segment_count(got, segment_min, n) == _segment_count(segments, segment_min, n), n
+
+
+def _forward_segments(case, s):
+    """The `segments` the public op passed to its forward operator."""
+    func = case.autograd_op.op.default
+    names = [a.name for a in func._schema.arguments]
+    return recorded_forward(case, s)[names.index("segments")]
+
+
+@gpu
+@pytest.mark.parametrize("case", _parts_params(lambda parts: parts.long is not None))
+def test_parts_hint_same_images(case, seed, monkeypatch):
+    """A call after a first of its configuration cuts its lists into only
+    the parts the reported longest list needs (fewer blocks) and renders
+    the same bits as with every part of the budget (NUREC_OPS_PARTS_HINT=0);
+    where its lists outgrow the report it still renders the image (the
+    reference's, by the registry's rule)."""
+    cut_into_parts(monkeypatch, case, 16, case.parts.long_min)
+    s = case.parts.long("cuda", F32)
+    with torch.no_grad():
+        case.op(**s)  # the configuration's first call: its report sizes the next
+    monkeypatch.setenv("NUREC_OPS_PARTS_HINT", "0")
+    assert _forward_segments(case, s) == 16
+    with torch.no_grad():
+        full = [t.clone() for t in case.op(**s)]
+    monkeypatch.setenv("NUREC_OPS_PARTS_HINT", "1")
+    longest = int(raw_forward(case, s, 0, 1)["status"][2])
+    hinted = _forward_segments(case, s)
+    assert hinted == _binning.parts_rule(16, case.parts.long_min, longest) and 1 < hinted < 16, (hinted, longest)
+    poison_allocator("cuda")
+    with torch.no_grad():
+        out = case.op(**s)
+    for name, a, b in zip(case.outputs, out, full):
+        assert torch.equal(bits(a), bits(b)), f"{name} differs with the hint"
+    # a report of short lists, then this scene: fewer, longer parts, the same image up to rounding
+    assert longest > 3 * case.parts.long_min, "its lists do not outgrow three parts: nothing compared"
+    pol = _binning.policy(case.parts.module.split(".")[-1])
+
+    def short_lists_reported():
+        torch.cuda.synchronize()
+        pol.poll()  # no report left to arrive and overwrite this one
+        assert pol.longest, "no report was recorded"
+        for k in pol.longest:
+            pol.longest[k] = case.parts.long_min + 1
+    short_lists_reported()
+    assert _forward_segments(case, s) == 3
+    short_lists_reported()
+    check_parity(case, s, "cuda", F32, seed)
+
+
 @gpu
 @pytest.mark.parametrize("case", _parts_params(lambda parts: parts.long is not None))
 def test_parts_outputs_same_every_call(case):
