@@ -45,14 +45,12 @@ NaN images rather than wrong ones.
 """
 import collections
 import math
-import os
 import warnings
 
 import torch
 
 HEADROOM = 1.25
 SLACK = 4096
-STATUS = 3  # the device status: needed, overflowed, longest list (csrc/tiles/splat.h, NUREC_SPLAT_STATUS)
 SHRINK_FACTOR = 2.5
 MIN_CAPACITY = 1 << 16
 
@@ -69,7 +67,6 @@ class CapacityPolicy:
         self.op = op
         self.capacity = {}  # (device index, key) -> int
         self.rate = {}  # (device index, key) -> (needed intersections per item, items) of the last report
-        self.longest = {}  # (device index, key) -> the longest tile list of the last report (parts_for)
         self.pending = collections.deque()  # (event, pinned status, capacity, serial, key)
         self.spare = collections.defaultdict(list)  # device index -> read (event, pinned status), for reuse
         self.serial = 0
@@ -97,9 +94,7 @@ class CapacityPolicy:
                 self.capacity[k] = want
         return self.capacity[k]
 
-    def update(self, k, needed, work=None, longest=None):
-        if longest is not None:
-            self.longest[k] = longest
+    def update(self, k, needed, work=None):
         cap = self.capacity.get(k, 0)
         want = self.target(needed)
         if want > cap or cap > SHRINK_FACTOR * want:
@@ -120,7 +115,7 @@ class CapacityPolicy:
         if spare:
             ev, pinned = spare.pop()
         else:
-            ev, pinned = torch.cuda.Event(), torch.empty(STATUS, dtype=torch.int64, pin_memory=True)
+            ev, pinned = torch.cuda.Event(), torch.empty(2, dtype=torch.int64, pin_memory=True)
         pinned.copy_(status, non_blocking=True)
         # Record on the stream the copy ran on: the current stream of the
         # status tensor's device (a plain record() uses the current device's
@@ -142,10 +137,10 @@ class CapacityPolicy:
             if not ev.query():
                 keep.append(item)
                 continue
-            needed, overflowed, longest = (int(v) for v in pinned.tolist())
+            needed, overflowed = (int(v) for v in pinned.tolist())
             if len(self.spare[k[0]]) < 8:
                 self.spare[k[0]].append((ev, pinned))
-            self.update(k, needed, work, None if overflowed else longest)
+            self.update(k, needed, work)
             if overflowed:
                 problems.append((serial, needed, cap, self.capacity[k]))
         self.pending = keep
@@ -196,42 +191,6 @@ def part_slots(segments, capacity, segment_min, tiles):
     return max(-(-slots // segments), 1)
 
 
-def parts_for(op, device, key, segments, segment_min):
-    """Parts per long list for an eager CUDA call of `op` (`segments`: the
-    most its memory budget allows, 0: none), from the longest list its
-    configuration's last report saw: no more parts than such a list is cut
-    into, plus one for a list that grew (none where no list was longer than
-    `segment_min`). A rasterizer's grid has a block per (tile, part) for
-    every tile, and the blocks of parts that a tile does not have leave at
-    once: with 16 parts and lists of at most four, three garden cameras of
-    648x420 ran ~40,000 such blocks in each of three kernels (H200, sessions
-    19-20: fwd+bwd 1.375 ms with 16 parts against 1.300 with 4, the lists
-    cut alike). The lists are cut the same as with `segments` wherever they
-    are no longer than that list (nurec_splat_segment_count); a longer one
-    is cut into fewer, longer parts: the same image up to rounding. The
-    first call of a configuration, compiled calls and graph captures keep
-    `segments` (a hint read there would be baked in); so does
-    NUREC_OPS_PARTS_HINT=0."""
-    if segments <= 1 or device.type != "cuda" or _compiling() or torch.cuda.is_current_stream_capturing():
-        return segments
-    if os.environ.get("NUREC_OPS_PARTS_HINT", "1") == "0":
-        return segments
-    pol = policy(op)
-    return parts_rule(segments, segment_min, pol.longest.get(pol._key(device, key)))
-
-
-def parts_rule(segments, segment_min, longest):
-    """parts_for's rule: `segments` where no list was reported (None) or
-    a list needs them all; else as many parts as the longest list was cut
-    into, plus one; 0 where no list was longer than `segment_min`."""
-    if longest is None or segments <= 1:
-        return segments
-    if longest <= segment_min:
-        return 0
-    need = -(-longest // segment_min) + 1
-    return segments if need >= segments else need
-
-
 def leading(t):
     """Size of t's first dimension, 0 for a scalar (bad input is reported by
     the op's own checks, with the argument's name, not here)."""
@@ -275,8 +234,8 @@ def run_binned(op, forward, args, device, key, work, binning, capacity, on_overf
     out = forward(*args, cap)
     if device.type == "cuda":
         if exact and not _compiling():
-            needed, overflowed, longest = (int(v) for v in out[report].tolist())  # the one sync
-            pol.update(pol._key(device, key), needed, work, None if overflowed else longest)
+            needed, overflowed = (int(v) for v in out[report].tolist())  # the one sync
+            pol.update(pol._key(device, key), needed, work)
             if overflowed:
                 out = forward(*args, pol.target(needed) if capacity is None else max(needed, 1))
         elif capacity is None:

@@ -23,10 +23,8 @@ _POLICY = _binning.policy(_OP)
 # 1080p camera with RGB gets 5 parts; three 1944x1260 cameras, whose lists
 # are short, none). The state kept until the backward is less: one slot per
 # part that a tile has (csrc/tiles/splat_math.h), ~56 MB for the 1080p
-# camera. _SEGMENTS = 0 turns the cutting off. An eager call after the
-# first of its configuration has only as many parts as the longest list of
-# the last report needs (nurec_ops._binning.parts_for). Environment
-# variables override the defaults, for measuring.
+# camera. _SEGMENTS = 0 turns the cutting off. Environment variables
+# override the defaults, for measuring.
 _SEGMENTS = int(os.environ.get("NUREC_OPS_RC_SEGMENTS", "16"))
 _SEGMENT_MIN = int(os.environ.get("NUREC_OPS_RC_SEGMENT_MIN", "512"))
 _SEGMENT_BYTES = int(os.environ.get("NUREC_OPS_RC_SEGMENT_BYTES", str(256 << 20)))
@@ -134,8 +132,7 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     D = 3 if sh >= 0 else (features.shape[-1] if features.dim() > 0 else 0)
     if absgrad and D > 4:  # the glue's rule (one CUDA pass of channels), checked before any work
         Ck.fail(_OP, f"`absgrad` supports at most 4 feature channels (RGB or SH), got {D}")
-    segments = _binning.parts_for(_OP, means.device, (C, width, height),
-                                  _segments_for(means.device, means.dtype, C, height, width, D), _SEGMENT_MIN)
+    segments = _segments_for(means.device, means.dtype, C, height, width, D)
     code, model_params, Ks = _camera_models.pack(_OP, camera_model, C, means, Ks, model_args)
     rs_code, rs_end = _rolling_shutter.op_args(_OP, viewmats, viewmats_end, shutter)
     args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
@@ -242,7 +239,7 @@ def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, 
     i64, i32 = torch.int64, torch.int32
     return (e((C, H, W, D)), e((C, H, W, 1)), e((C, H, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),
             e((C * N * 3 if sh_degree >= 0 else 0,)), e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64),
-            e((C, H, W)), e((C, H, W), dtype=i32), e((_binning.STATUS,), dtype=i64), e((S, X, _TILE * _TILE, D + 2)),
+            e((C, H, W)), e((C, H, W), dtype=i32), e((2,), dtype=i64), e((S, X, _TILE * _TILE, D + 2)),
             e((S, X, _TILE * _TILE), dtype=i32), e((C if shutter else 0, N)))
 
 

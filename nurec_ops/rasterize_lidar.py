@@ -22,10 +22,8 @@ _POLICY = _binning.policy(_OP)
 # rounding; see csrc/rasterize_lidar/rasterize_lidar_cuda_generic.cuh). Their
 # per-ray state costs _SEGMENTS x rays x (D + 2) reals and one int per part
 # and ray (zeroed each call: ~118 MB and ~35 us per street sweep on the H200);
-# _SEGMENTS = 0 turns the cutting off. As the camera's, a call after the
-# first of its configuration has only the parts its last report's longest
-# list needs (nurec_ops._binning.parts_for). Environment variables override
-# the defaults, for measuring.
+# _SEGMENTS = 0 turns the cutting off. Environment variables
+# override the defaults, for measuring.
 _SEGMENTS = int(os.environ.get("NUREC_OPS_RL_SEGMENTS", "16"))
 _SEGMENT_MIN = int(os.environ.get("NUREC_OPS_RL_SEGMENT_MIN", "512"))
 
@@ -119,18 +117,17 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     e2 = default_eps2d(W) if eps2d is None else float(eps2d)
     if absgrad and features.dim() == 2 and features.shape[1] > 2:  # the glue's rule, before any work
         Ck.fail(_OP, f"`absgrad` supports at most 2 feature channels, got {features.shape[1]}")
-    C, N = _binning.leading(viewmats), _binning.leading(means)
-    key = (C, _binning.leading(row_elevations), W)
-    segments = _binning.parts_for(_OP, means.device, key, _SEGMENTS if means.device.type == "cuda" else 0,
-                                  _SEGMENT_MIN)
+    segments = _SEGMENTS if means.device.type == "cuda" else 0
     col_az, col_order = canonical_columns(column_azimuths)
     args = (means, quats, scales, opacities, features, viewmats, row_elevations, col_az, col_order,
             row_azimuth_offsets, float(near), float(far), e2, segments, _SEGMENT_MIN)
+    C, N = _binning.leading(viewmats), _binning.leading(means)
     tail = rolling_args(_OP, viewmats, viewmats_end, column_azimuths, col_order, column_times)
 
     def run(forward):
-        return _binning.run_binned(_OP, lambda *a: forward(*a, *tail), args, means.device, key, C * N, binning,
-                                   capacity, on_overflow, report=9)
+        return _binning.run_binned(_OP, lambda *a: forward(*a, *tail), args, means.device,
+                                   (C, _binning.leading(row_elevations), W), C * N, binning, capacity, on_overflow,
+                                   report=9)
 
     def cell():  # mean column and row spacing, a device tensor cached per table (no sync)
         return cell_size(row_elevations, col_az)
@@ -263,7 +260,7 @@ def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, c
     i64, i32 = torch.int64, torch.int32
     return (e((C, R, W, D)), e((C, R, W, 1)), e((C, R, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),
             e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64), e((C, R, W)), e((C, R, W), dtype=i32),
-            e((_binning.STATUS,), dtype=i64), e((S, X, _TILE_ROWS * _TILE_COLS, D + 2)),
+            e((2,), dtype=i64), e((S, X, _TILE_ROWS * _TILE_COLS, D + 2)),
             e((S, X, _TILE_ROWS * _TILE_COLS), dtype=i32),
             e((C if viewmats_end is not None else 0, N)))
 

@@ -197,8 +197,6 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
     const int nch = D - c0 < RC_CH ? (int)(D - c0) : RC_CH;
     const bool inside = w.inside;
     const bool overflow = p.status[1] != 0;
-    if (!fixup && !overflow && w.seg == 0 && pass == 0 && tid == 0) /* the longest list (splat.h's status) */
-        atomicMax((unsigned long long*)(p.status + 2), (unsigned long long)(w.end - w.start));
     const int sh = p.sh_degree >= 0;
     const real_t px = (real_t)w.x + (real_t)0.5, py = (real_t)w.y + (real_t)0.5;
     /* its part's slot of this pixel (when cut): the thread's cell of its tile's */

@@ -269,8 +269,6 @@ __device__ __forceinline__ void NR(rl_forward_body)(const nurec_rasterize_lidar_
     const int c0 = pass * RL_CH;
     const int nch = D - c0 < RL_CH ? (int)(D - c0) : RL_CH;
     const bool overflow = p.status[1] != 0;
-    if (!fixup && !overflow && w.seg == 0 && pass == 0 && w.cell == 0) /* the longest list (splat.h's status) */
-        atomicMax((unsigned long long*)(p.status + 2), (unsigned long long)(w.end - w.start));
     real_t raz = 0, rel = 0;
     if (inside) {
         raz = ((const real_t*)p.column_azimuths)[j] + ((const real_t*)p.row_azimuth_offsets)[i];

@@ -31,13 +31,6 @@
 #define NUREC_SPLAT_SEG_STOPPED 0x40000000
 #define NUREC_SPLAT_SEG_FIXUP 0x20000000
 #define NUREC_SPLAT_SEG_LAST 0x1fffffff
-
-/* The binning's status, [NUREC_SPLAT_STATUS] int64 on the device: needed
- * intersections, overflowed (0/1), and the call's longest tile list (the
- * forward walks' max; the CPU binning's own). The host reads it without
- * waiting (nurec_ops/_binning.py): the longest list of a configuration's
- * last call sizes the grid's parts of its next (nurec_ops._binning.parts_for). */
-#define NUREC_SPLAT_STATUS 3
 #define NUREC_SPLAT_MAX_SEGMENTS 64
 
 /* The fields both rasterizers' params structs share, declared once: a C
@@ -69,7 +62,7 @@
     int32_t* isect_items;    /* [capacity] */ \
     int64_t capacity; \
     int64_t* tile_ranges;    /* [C, tiles_y, tiles_x, 2] */ \
-    int64_t* status;         /* [3] needed intersections, overflowed, longest list (NUREC_SPLAT_STATUS) */ \
+    int64_t* status;         /* [2] needed intersections, overflowed */ \
     void* final_T;           /* [C, cells] */ \
     int32_t* last;           /* [C, cells] entries consumed per cell (from the tile start) */ \
     /* Long lists cut into parts (CUDA only; 0 or 1: none): a tile whose */ \

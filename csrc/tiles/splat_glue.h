@@ -62,7 +62,7 @@ void splat_binning_buffers(SplatBuffers& b, const Tensor& like, Params& p, int64
     b.tile_ranges = empty_dense(like, {C, p.tiles_y, p.tiles_x, 2}, i64);
     b.final_T = empty_like_shape(like, {C, rows, cols});
     b.last = empty_dense(like, {C, rows, cols}, i32);
-    b.status = empty_dense(like, {NUREC_SPLAT_STATUS}, i64);
+    b.status = empty_dense(like, {2}, i64);
     p.offsets = (int64_t*)b.offsets.data_ptr();
     p.tile_ranges = (int64_t*)b.tile_ranges.data_ptr();
     p.final_T = b.final_T.data_ptr();
@@ -172,7 +172,7 @@ SplatBuffers splat_saved(const char* op, const Tensor& means, Params& p, int64_t
     check_real(op, "final_T", final_T, means, "means");
     check_shape(op, "last", last, {C, rows, cols}, cells);
     check_dtype(op, "last", last, ScalarType::Int);
-    check_shape(op, "status", status, {NUREC_SPLAT_STATUS}, "[3]");
+    check_shape(op, "status", status, {2}, "[2]");
     check_dtype(op, "status", status, ScalarType::Long);
     for (const Tensor* t : {&records, &counts, &isect_items, &tile_ranges, &final_T, &last, &status})
         check_device(op, "saved tensors and gradients", *t, means, "means");

@@ -435,7 +435,6 @@ emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32
     if (tid == 0) {
         p.status[0] = total;
         p.status[1] = total > cap ? 1 : 0;
-        p.status[2] = 0; /* the longest list: the rasterizer's forward walk takes the max (splat_math.h) */
     }
     if (MODE != 0) {
         for (int64_t i0 = tid - lane; i0 < P; i0 += stride) /* warp-uniform */

@@ -21,7 +21,7 @@
  *
  * On CUDA nothing here synchronizes the host or allocates: the sort buffers
  * have a host-chosen `capacity`. The device writes `status = (needed,
- * overflowed, longest list)`; an overflowing call writes only the first `capacity`
+ * overflowed)`; an overflowing call writes only the first `capacity`
  * intersections (never out of bounds) and the rasterizer, reading
  * `status[1]`, marks its outputs invalid (NaN) instead of rendering a wrong
  * image. The host policy that chooses the capacity lives in Python
@@ -84,8 +84,7 @@ typedef struct nurec_tiles_params {
     int64_t capacity;         /* entries of the sorted list (CUDA: host-chosen) */
     int32_t* isect_items;     /* [capacity] out: item of each sorted entry */
     int64_t* tile_ranges;     /* [C * tiles_y * tiles_x, 2] out: [start, end) */
-    int64_t* status;          /* [3] out: needed entries, overflowed (0/1), and the longest tile list
-                                 (CUDA: 0 here; the rasterizers' forward walks write it) */
+    int64_t* status;          /* [2] out: needed entries, overflowed (0/1) */
     void* workspace;          /* CUDA: nurec_tiles_workspace_bytes() bytes */
     size_t workspace_bytes;
 } nurec_tiles_params;

@@ -49,7 +49,6 @@ int nurec_tiles_bin_cpu(const nurec_tiles_params* p) {
     memset(p->tile_ranges, 0, sizeof(int64_t) * 2 * (size_t)(p->num_images * tiles));
     p->status[0] = total;
     p->status[1] = total > p->capacity;
-    p->status[2] = 0;
     if (total == 0) return NUREC_OK;
     tile_entry* e = (tile_entry*)malloc(sizeof(tile_entry) * (size_t)total);
     if (!e) return NUREC_ERR_TILES_ALLOC;
@@ -96,10 +95,6 @@ int nurec_tiles_bin_cpu(const nurec_tiles_params* p) {
         if (t >= (uint64_t)ntile) continue;
         if (j == 0 || e[j - 1].tile != t) p->tile_ranges[2 * t] = j;
         if (j == limit - 1 || e[j + 1].tile != t) p->tile_ranges[2 * t + 1] = j + 1;
-    }
-    for (int64_t t = 0; t < ntile; ++t) { /* the longest list, as the CUDA walks report it */
-        const int64_t len = p->tile_ranges[2 * t + 1] - p->tile_ranges[2 * t];
-        if (len > p->status[2]) p->status[2] = len;
     }
     free(e);
     return NUREC_OK;
