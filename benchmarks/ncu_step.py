@@ -6,7 +6,7 @@ loops, e.g. the lidar backward kernel's occupancy and stall reasons:
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \\
         python benchmarks/ncu_step.py lidar
 
-    python benchmarks/ncu_step.py {lidar,camera-street,camera-garden3,collect} [--calls 3]
+    python benchmarks/ncu_step.py {lidar,camera-street,camera-garden,camera-garden3,collect} [--calls 3]
 """
 import argparse
 import os
@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("scene", choices=["lidar", "camera-street", "camera-garden3", "collect"])
+    ap.add_argument("scene", choices=["lidar", "camera-street", "camera-garden", "camera-garden3", "collect"])
     ap.add_argument("--calls", type=int, default=3)
     a = ap.parse_args()
     if a.scene == "collect":  # the collection benchmark's forward, no autograd
@@ -35,7 +35,10 @@ def main():
         step = b.make_step(b.street_lidar_scene("cuda", torch.float32, 128, 3600), True)
     else:
         import bench_rasterize_camera as b
-        sc = b.street("cuda", torch.float32) if a.scene == "camera-street" else b.garden("cuda", torch.float32, 3)
+        if a.scene == "camera-street":
+            sc = b.street("cuda", torch.float32)
+        else:  # gsplat's garden fixture, 3 cameras at scale 1 (648x420) or 3 (1944x1260)
+            sc = b.garden("cuda", torch.float32, 3 if a.scene == "camera-garden3" else 1)
         step = b.make_step(sc, True)
     for _ in range(a.calls):
         step()

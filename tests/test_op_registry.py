@@ -436,6 +436,48 @@ def test_parts_outputs_same_every_call(case):
             assert torch.equal(bits(a), bits(b)), f"output {k} differs"
 
 
+@gpu
+@pytest.mark.parametrize("segments,segment_min", [(8, None), (64, 1), (3, 5)])
+@pytest.mark.parametrize("case", _parts_params(lambda parts: parts.long is not None
+                                               and parts.module.endswith("rasterize_camera")))
+def test_parts_grid_layouts_same(case, segments, segment_min, monkeypatch):
+    """The camera walks' grid with its later parts from a list of chunks
+    (csrc/tiles/splat_parts_grid_cuda.cuh) gives the same forward outputs,
+    bit for bit, as a block for every (tile, part)
+    (NUREC_OPS_SPLAT_PARTS_DENSE=1), and the same gradients up to the
+    order of their atomic sums (float64). A later part missing from the
+    list, or a block on the wrong tile, changes the parts' state."""
+    m = case.parts.long_min if segment_min is None else segment_min
+    s = case.parts.long("cuda", F32)
+    assert longest_list(case, s) > 2 * m, "no list with a later part: nothing compared"
+    out = {}
+    for dense in ("0", "1"):
+        monkeypatch.setenv("NUREC_OPS_SPLAT_PARTS_DENSE", dense)
+        poison_allocator("cuda")
+        out[dense] = raw_forward(case, s, segments, m)
+    needed = int(out["0"]["status"][0])
+    for k in out["0"]:
+        a, b = out["0"][k], out["1"][k]
+        if k == "isect_items":  # past the needed count: scratch
+            a, b = a[:needed], b[:needed]
+        assert torch.equal(bits(a), bits(b)), f"output {k} differs between the layouts"
+    cut_into_parts(monkeypatch, case, segments, m)
+    s64 = case.parts.long("cuda", F64)
+    grads = {}
+    for dense in ("0", "1"):
+        monkeypatch.setenv("NUREC_OPS_SPLAT_PARTS_DENSE", dense)
+        x = {k: (v.detach().clone().requires_grad_(True) if k in case.grads else v) for k, v in s64.items()}
+        outs = case.op(**x)
+        loss = sum((o * torch.linspace(0.5, 1.5, o.numel(), device=o.device, dtype=o.dtype).view_as(o)).sum()
+                   for o in outs if o.is_floating_point())
+        grads[dense] = torch.autograd.grad(loss, [x[k] for k in case.grads], allow_unused=True)
+    for name, a, b in zip(case.grads, grads["0"], grads["1"]):
+        if a is None and b is None:
+            continue
+        assert a is not None and b is not None, name
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12, msg=f"gradient of {name} differs")
+
+
 # ----------------------------------------------------------------- opcheck
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -86,6 +86,7 @@ extern "C" {
 #endif
 
 #include "tiles/splat_combine_cuda.cuh"
+#include "tiles/splat_parts_grid_cuda.cuh"
 #define NUREC_GENERIC_FILE "rasterize_camera/rasterize_camera_cuda_generic.cuh"
 #include "math/generic.h"
 
@@ -99,11 +100,28 @@ int num_passes(const nurec_rasterize_camera_params* p) {
     return (int)((p->channels + RC_CH - 1) / RC_CH);
 }
 
-// x, y: tiles; z: (camera, channel pass, part of the list).
+int64_t tiles_per_image(const nurec_rasterize_camera_params* p) { return (int64_t)p->tiles_x * p->tiles_y; }
+
+// The walks' one-dimensional grid (tiles/splat_parts_grid_cuda.cuh): first
+// parts, then the later parts' chunks; the glue checked that it fits.
 dim3 tile_grid(const nurec_rasterize_camera_params* p, int passes) {
-    const int64_t parts = p->segments > 1 ? p->segments : 1;
-    return dim3((unsigned)p->tiles_x, (unsigned)p->tiles_y, (unsigned)(p->num_cameras * passes * parts));
+    return dim3((unsigned)nurec_splat_grid_blocks(*p, p->num_cameras, tiles_per_image(p), passes));
 }
+
+// p with the walks' grid chosen: the later parts' list at `later` (the
+// forward's workspace, the backward's own buffer), or the dense layout.
+nurec_rasterize_camera_params with_parts_grid(const nurec_rasterize_camera_params* p, int64_t* later) {
+    nurec_rasterize_camera_params q = *p;
+    q.seg_chunks = later && !nurec_splat_parts_dense() ? nurec_splat_part_chunks(p->segments, p->capacity,
+                                                                                  p->segment_min)
+                                                       : 0;
+    q.seg_later = later;
+    q.block_base = 0;
+    return q;
+}
+
+// Where the forward's later-parts list lies: after the binning's workspace.
+size_t later_parts_offset(const nurec_tiles_params* t) { return (nurec_tiles_workspace_bytes(t) + 255) & ~(size_t)255; }
 
 // Carveout preferences, set once per process (not stream operations).
 void set_carveouts(void) {
@@ -124,7 +142,10 @@ void set_carveouts(void) {
 extern "C" size_t nurec_rasterize_camera_workspace_bytes(const nurec_rasterize_camera_params* p) {
     nurec_tiles_params t;
     nurec_rasterize_camera_tiles(p, &t);
-    return nurec_tiles_workspace_bytes(&t);
+    const size_t tiles = nurec_tiles_workspace_bytes(&t);
+    if (tiles == 0) return 0;
+    return later_parts_offset(&t) + sizeof(int64_t) * (size_t)nurec_splat_part_chunks(p->segments, p->capacity,
+                                                                                       p->segment_min);
 }
 
 extern "C" int nurec_rasterize_camera_project_cuda(const nurec_rasterize_camera_params* p, void* stream) {
@@ -145,18 +166,22 @@ extern "C" int nurec_rasterize_camera_project_cuda(const nurec_rasterize_camera_
     return ok();
 }
 
-extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_params* p, void* stream) {
-    if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_params* p_in, void* stream) {
+    if (p_in->dtype != NUREC_F32 && p_in->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
     cudaStream_t s = (cudaStream_t)stream;
-    const bool f64 = p->dtype == NUREC_F64;
+    const bool f64 = p_in->dtype == NUREC_F64;
     set_carveouts();
     nurec_tiles_params t;
-    nurec_rasterize_camera_tiles(p, &t);
+    nurec_rasterize_camera_tiles(p_in, &t);
     int st = nurec_tiles_bin_cuda(&t, stream);
     if (st != NUREC_OK) return st;
-    if (p->num_cameras == 0 || p->width == 0 || p->height == 0 || p->channels == 0) return NUREC_OK;
+    if (p_in->num_cameras == 0 || p_in->width == 0 || p_in->height == 0 || p_in->channels == 0) return NUREC_OK;
+    const nurec_rasterize_camera_params q =
+        with_parts_grid(p_in, p_in->segments > 1 ? (int64_t*)((char*)p_in->workspace + later_parts_offset(&t)) : NULL);
+    const nurec_rasterize_camera_params* p = &q;
     int passes = num_passes(p);
     const dim3 grid = tile_grid(p, passes);
+    if (nurec_splat_later_parts(q, p->num_cameras * tiles_per_image(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
     if (p->segments > 1) {
         /* the parts' state is an output of the op (for the backward), and some
            of its slots belong to no part (tiles/splat_math.h): zeros there,
@@ -178,15 +203,24 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
             if (f64) rc_combine_kernel_f64<<<b, RC_PROJ_THREADS, 0, s>>>(*p, phase);
             else rc_combine_kernel_f32<<<b, RC_PROJ_THREADS, 0, s>>>(*p, phase);
             if (phase == 1) break;
-            if (f64) rc_forward_fixup_kernel_f64<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
-            else rc_forward_fixup_kernel_f32<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+            /* the second walk: later parts only (a first part is never walked again) */
+            nurec_rasterize_camera_params later = q;
+            dim3 g2 = grid;
+            if (q.seg_chunks > 0) {
+                later.block_base = nurec_splat_first_blocks(q, q.num_cameras, tiles_per_image(p), passes);
+                g2 = dim3((unsigned)((int64_t)passes * q.seg_chunks));
+            }
+            if (f64) rc_forward_fixup_kernel_f64<<<g2, RC_BLOCK, 0, s>>>(later, passes);
+            else rc_forward_fixup_kernel_f32<<<g2, RC_BLOCK, 0, s>>>(later, passes);
         }
     }
     return ok();
 }
 
-extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera_params* p, void* stream) {
-    if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera_params* p_in, void* stream) {
+    if (p_in->dtype != NUREC_F32 && p_in->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+    const nurec_rasterize_camera_params q = with_parts_grid(p_in, p_in->segments > 1 ? p_in->seg_later : NULL);
+    const nurec_rasterize_camera_params* p = &q;
     cudaStream_t s = (cudaStream_t)stream;
     const bool f64 = p->dtype == NUREC_F64;
     const size_t el = f64 ? sizeof(double) : sizeof(float);
@@ -203,6 +237,7 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
     if (C > 0 && p->width > 0 && p->height > 0 && p->channels > 0) {
         int passes = num_passes(p);
         const dim3 grid = tile_grid(p, passes);
+        if (nurec_splat_later_parts(q, C * tiles_per_image(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
         const bool ab = p->absgrad != 0;
         if (f64) {
             if (ab) rc_backward_kernel_f64<true><<<grid, RC_BWD_THREADS, 0, s>>>(*p, passes);

@@ -35,30 +35,35 @@ NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
  * T = 1 by a block of its own, and rc_combine_kernel chains them per pixel
  * (the same result as one walk up to rounding; where a pixel's cut-off falls
  * inside a later part, that part is walked again from the pixel's
- * transmittance at its start). The lidar rasterizer does the same. blockIdx.z
- * = (camera, pass, part); blocks of a part the tile does not have leave at
- * once (uniform over the block). (Part-major instead, every camera's first
+ * transmittance at its start). The lidar rasterizer does the same. The grid
+ * is one-dimensional: a block per (camera, pass, tile) for the first parts,
+ * then one per chunk of the list for the later parts
+ * (tiles/splat_parts_grid_cuda.cuh); a block with no part leaves at once
+ * (uniform over the block). (Part-major instead, every camera's first
  * parts dispatched before any later part: H200, session 18, garden 648 x3
  * 1.372 -> 1.340 ms fwd+bwd, but the street 2.67 -> 2.72 and the 1296 x3
  * garden 2.54 -> 2.63, not kept: benchmarks/RESULTS.md.) */
 typedef struct NR(rc_place) {
     int64_t cz, tile, start, end, lo, hi, pix; /* camera; tile; its list; this block's part; pixel */
     int pass, x, y, seg, cell; /* cell: the pixel's place in its tile, row-major (the parts' slots) */
+    int x0, y0;                /* the tile's first pixel */
     bool inside, multi;
 } NR(rc_place);
 
-NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int passes, int cell, NR(rc_place)* w) {
-    const int nseg = p.segments > 1 ? p.segments : 1;
-    const int64_t czp = blockIdx.z / nseg;
-    w->seg = (int)(blockIdx.z - czp * nseg);
-    w->cz = czp / passes;
-    w->pass = (int)(czp - w->cz * passes);
-    w->cell = cell;
-    w->x = blockIdx.x * NUREC_TILE + (cell % NUREC_TILE);
-    w->y = blockIdx.y * NUREC_TILE + (cell / NUREC_TILE);
-    w->inside = w->x < p.width && w->y < p.height;
-    w->pix = (w->cz * p.height + w->y) * (int64_t)p.width + w->x;
-    w->tile = (w->cz * p.tiles_y + blockIdx.y) * p.tiles_x + blockIdx.x;
+/* The block's tile, pass and part (false: nothing to do, uniform over the
+ * block), once per block; rc_place_cell then places one of its pixels. */
+NUREC_HD_DEV bool NR(rc_place_block)(const nurec_rasterize_camera_params& p, int passes, NR(rc_place)* w) {
+    const int64_t tiles = (int64_t)p.tiles_x * p.tiles_y;
+    nurec_splat_block b;
+    if (!nurec_splat_block_of(p, p.num_cameras, tiles, passes, &b)) return false;
+    w->seg = b.seg;
+    w->pass = b.pass;
+    w->tile = b.tile;
+    w->cz = b.tile / tiles;
+    const int64_t tin = b.tile - w->cz * tiles;
+    const int ty = (int)(tin / p.tiles_x);
+    w->x0 = (int)(tin - (int64_t)ty * p.tiles_x) * NUREC_TILE;
+    w->y0 = ty * NUREC_TILE;
     w->start = p.tile_ranges[2 * w->tile];
     w->end = p.tile_ranges[2 * w->tile + 1];
     int64_t seg_len;
@@ -68,6 +73,20 @@ NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int pa
     w->multi = n > 1;
     w->lo = w->multi ? w->start + w->seg * seg_len : w->start;
     w->hi = w->multi && w->lo + seg_len < w->end ? w->lo + seg_len : w->end;
+    return true;
+}
+
+NUREC_HD_DEV void NR(rc_place_cell)(const nurec_rasterize_camera_params& p, int cell, NR(rc_place)* w) {
+    w->cell = cell;
+    w->x = w->x0 + (cell % NUREC_TILE);
+    w->y = w->y0 + (cell / NUREC_TILE);
+    w->inside = w->x < p.width && w->y < p.height;
+    w->pix = (w->cz * p.height + w->y) * (int64_t)p.width + w->x;
+}
+
+NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int passes, int cell, NR(rc_place)* w) {
+    if (!NR(rc_place_block)(p, passes, w)) return false;
+    NR(rc_place_cell)(p, cell, w);
     return true;
 }
 
@@ -362,10 +381,11 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     int32_t last[RC_BWD_PIX];
     unsigned wmask = 0;
     NR(rc_place) w;
+    if (!NR(rc_place_block)(p, passes, &w)) return; /* uniform over the block */
 #pragma unroll
     for (int h = 0; h < RC_BWD_PIX; ++h) {
-        /* uniform over the block: the pixels differ only in x, y, pix, cell */
-        if (!NR(rc_place_of)(p, passes, rc_bwd_cell(tid, h), &w)) return;
+        /* the pixels differ only in x, y, pix, cell */
+        NR(rc_place_cell)(p, rc_bwd_cell(tid, h), &w);
         wmask |= 1u << rc_bwd_group(tid, h);
         const int64_t cz = w.cz, pix = w.pix;
         const int64_t D = p.channels;
@@ -430,7 +450,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             const real_t* r = (const real_t*)p.records + NUREC_TREC_SIZE * it;
             real_t* e = s_e + RC_ENTRY * tid;
             NR(splat_stage_record)(r, e); /* as the forward staged it: the same alpha bits */
-            NR(rc_stage_warps)(r, (real_t)(blockIdx.x * NUREC_TILE), (real_t)(blockIdx.y * NUREC_TILE), e);
+            NR(rc_stage_warps)(r, (real_t)w.x0, (real_t)w.y0, e);
             const real_t* f = sh ? (const real_t*)p.colors + 3 * it
                                  : (const real_t*)p.features + D * (it % N);
             for (int k = 0; k < RC_CH; ++k) e[NUREC_TREC_SIZE + k] = k < nch ? f[c0 + k] : (real_t)0;

@@ -138,14 +138,19 @@ RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, con
 }
 
 
-// CUDA grid limit of the per-tile kernels (blockIdx.z: cameras x channel
-// passes x parts of the lists).
-void rc_check_grid(const char* op, const Tensor& means, const nurec_rasterize_camera_params& p) {
-    const int64_t parts = p.segments > 1 ? p.segments : 1;
+// CUDA grid limit of the per-tile kernels: one dimension of (cameras x
+// channel passes x tiles) first parts and (passes x capacity / segment_min)
+// later parts (tiles/splat_parts_grid_cuda.cuh; the dense layout, for
+// measuring, has a block per part).
+void rc_check_grid(const char* op, const Tensor& means, const nurec_rasterize_camera_params& p, int64_t capacity) {
+    if (means.is_cpu()) return;
     const int64_t passes = (p.channels + NUREC_RC_CHANNELS_PER_PASS - 1) / NUREC_RC_CHANNELS_PER_PASS;
-    NUREC_CHECK(means.is_cpu() || p.num_cameras * passes * parts <= 65535, "nurec_ops.", op,
-                ": too many cameras (`viewmats`) x feature channels (`features`) x segments for one CUDA "
-                "launch: ", p.num_cameras, " x ", p.channels, " x ", parts);
+    const int64_t parts = p.segments > 1 ? p.segments : 1, tiles = (int64_t)p.tiles_x * p.tiles_y;
+    const int64_t chunks = nurec_splat_part_chunks(p.segments, capacity, p.segment_min);
+    const int64_t blocks = p.num_cameras * passes * tiles * parts + passes * chunks; /* the larger layout's */
+    NUREC_CHECK(blocks <= INT32_MAX, "nurec_ops.", op,
+                ": too many cameras (`viewmats`) x tiles (`width`, `height`) x feature channels (`features`) "
+                "x segments for one CUDA launch: ", p.num_cameras, " x ", tiles, " x ", p.channels, " x ", parts);
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
@@ -168,7 +173,7 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
     Tensor taus = empty_like_shape(in.means, {shutter != NUREC_SHUTTER_GLOBAL ? C : 0, N});
     p.taus = taus.data_ptr();
     splat_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
-    rc_check_grid(op, in.means, p);
+    rc_check_grid(op, in.means, p, capacity);
     static const SplatForward<nurec_rasterize_camera_params> launchers = {
         nurec_rasterize_camera_project_cpu, nurec_rasterize_camera_forward_cpu,
         NUREC_CUDA_ONLY(nurec_rasterize_camera_workspace_bytes),
@@ -239,7 +244,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
                                  tile_ranges, final_T, last, status);
     splat_segments_saved(op, means, p, C * (int64_t)p.tiles_y * p.tiles_x, NUREC_TILE * NUREC_TILE, D, seg_state,
                          seg_last, segment_min);
-    rc_check_grid(op, in.means, p);
+    rc_check_grid(op, in.means, p, p.capacity);
+    Tensor later = splat_later_parts_buffer(in.means, p);
     grad_render = dense(grad_render);
     colors = dense(colors);
     p.colors = colors.data_ptr();

@@ -75,6 +75,10 @@
     int seg_shift;           /* how a part finds its slot (nurec_splat_part_layout) */ \
     void* seg_state;         /* [seg_slots, cells per tile, D + 2]: features, depth, T */ \
     int32_t* seg_last;       /* [seg_slots, cells per tile]: last entry | NUREC_SPLAT_SEG_* flags */ \
+    /* the walks' grid (tiles/splat_parts_grid_cuda.cuh; set by the launcher): */ \
+    int64_t seg_chunks;      /* chunks of segment_min entries; 0: a block per (tile, part) */ \
+    int64_t* seg_later;      /* [seg_chunks] the later part starting in each chunk, -1: none */ \
+    int64_t block_base;      /* added to blockIdx.x (a launch of the later parts alone) */ \
     void* workspace;         /* CUDA binning scratch */ \
     size_t workspace_bytes; \
     void* alpha;             /* [C, cells] forward output */ \

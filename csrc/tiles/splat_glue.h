@@ -321,6 +321,18 @@ void splat_segments_saved(const char* op, const Tensor& means, Params& p, int64_
     p.seg_last = (int32_t*)seg_last.data_ptr();
 }
 
+// The backward's list of later parts (CUDA, where lists are cut: the walks'
+// grid, tiles/splat_parts_grid_cuda.cuh; the forward keeps its own in the
+// binning workspace): allocated and bound after splat_segments_saved; an
+// empty tensor where none is needed. What it returns must outlive the launch.
+template <class Params>
+Tensor splat_later_parts_buffer(const Tensor& like, Params& p) {
+    const int64_t chunks = like.is_cpu() ? 0 : nurec_splat_part_chunks(p.segments, p.capacity, p.segment_min);
+    Tensor later = empty_dense(like, {chunks}, aoti_torch_dtype_int64());
+    p.seg_later = chunks > 0 ? (int64_t*)later.data_ptr() : nullptr;
+    return later;
+}
+
 }  // namespace nurec
 
 #endif  // NUREC_SPLAT_GLUE_H

@@ -52,6 +52,13 @@ NUREC_HD int64_t nurec_splat_part_slot(int shift, int segments, int64_t tile, in
     return (shift >= 0 ? (2 * start) >> shift : tile * segments) + seg;
 }
 
+/* Chunks of segment_min entries of a list of `capacity` (CUDA, where lists
+ * are cut: the later parts' grid, tiles/splat_parts_grid_cuda.cuh); 0 where
+ * no list is cut. */
+NUREC_HD int64_t nurec_splat_part_chunks(int segments, int64_t capacity, int64_t segment_min) {
+    return segments > 1 && capacity > 0 && segment_min > 0 ? (capacity + segment_min - 1) / segment_min : 0;
+}
+
 #define NUREC_GENERIC_FILE "tiles/splat_math_generic.h"
 #include "math/generic.h"
 
