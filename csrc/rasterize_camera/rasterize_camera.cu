@@ -33,6 +33,9 @@ extern "C" {
 #endif
 /* pixels per thread of the backward (rc_bwd_cell): 2 sums a warp's
    gradient per entry over 8 x 8 pixels; 1 gives back one pixel a thread */
+#ifndef RC_FWD_MIN_BLOCKS_F32
+#define RC_FWD_MIN_BLOCKS_F32 8 /* 256 x 8 blocks: 32 registers, no spills (rc_forward_kernel) */
+#endif
 #ifndef RC_BWD_PIX
 #define RC_BWD_PIX 2
 #endif
@@ -105,23 +108,8 @@ int64_t tiles_per_image(const nurec_rasterize_camera_params* p) { return (int64_
 // The walks' one-dimensional grid (tiles/splat_parts_grid_cuda.cuh): first
 // parts, then the later parts' chunks; the glue checked that it fits.
 dim3 tile_grid(const nurec_rasterize_camera_params* p, int passes) {
-    return dim3((unsigned)nurec_splat_grid_blocks(*p, p->num_cameras, tiles_per_image(p), passes));
+    return dim3((unsigned)nurec_splat_grid_units(*p, p->num_cameras, tiles_per_image(p), passes));
 }
-
-// p with the walks' grid chosen: the later parts' list at `later` (the
-// forward's workspace, the backward's own buffer), or the dense layout.
-nurec_rasterize_camera_params with_parts_grid(const nurec_rasterize_camera_params* p, int64_t* later) {
-    nurec_rasterize_camera_params q = *p;
-    q.seg_chunks = later && !nurec_splat_parts_dense() ? nurec_splat_part_chunks(p->segments, p->capacity,
-                                                                                  p->segment_min)
-                                                       : 0;
-    q.seg_later = later;
-    q.block_base = 0;
-    return q;
-}
-
-// Where the forward's later-parts list lies: after the binning's workspace.
-size_t later_parts_offset(const nurec_tiles_params* t) { return (nurec_tiles_workspace_bytes(t) + 255) & ~(size_t)255; }
 
 // Carveout preferences, set once per process (not stream operations).
 void set_carveouts(void) {
@@ -142,10 +130,7 @@ void set_carveouts(void) {
 extern "C" size_t nurec_rasterize_camera_workspace_bytes(const nurec_rasterize_camera_params* p) {
     nurec_tiles_params t;
     nurec_rasterize_camera_tiles(p, &t);
-    const size_t tiles = nurec_tiles_workspace_bytes(&t);
-    if (tiles == 0) return 0;
-    return later_parts_offset(&t) + sizeof(int64_t) * (size_t)nurec_splat_part_chunks(p->segments, p->capacity,
-                                                                                       p->segment_min);
+    return nurec_splat_workspace_bytes(p, nurec_tiles_workspace_bytes(&t));
 }
 
 extern "C" int nurec_rasterize_camera_project_cuda(const nurec_rasterize_camera_params* p, void* stream) {
@@ -176,8 +161,9 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
     int st = nurec_tiles_bin_cuda(&t, stream);
     if (st != NUREC_OK) return st;
     if (p_in->num_cameras == 0 || p_in->width == 0 || p_in->height == 0 || p_in->channels == 0) return NUREC_OK;
-    const nurec_rasterize_camera_params q =
-        with_parts_grid(p_in, p_in->segments > 1 ? (int64_t*)((char*)p_in->workspace + later_parts_offset(&t)) : NULL);
+    const size_t later_at = nurec_splat_later_offset(nurec_tiles_workspace_bytes(&t));
+    const nurec_rasterize_camera_params q = nurec_splat_with_parts_grid(
+        p_in, p_in->segments > 1 ? (int64_t*)((char*)p_in->workspace + later_at) : NULL);
     const nurec_rasterize_camera_params* p = &q;
     int passes = num_passes(p);
     const dim3 grid = tile_grid(p, passes);
@@ -205,11 +191,7 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
             if (phase == 1) break;
             /* the second walk: later parts only (a first part is never walked again) */
             nurec_rasterize_camera_params later = q;
-            dim3 g2 = grid;
-            if (q.seg_chunks > 0) {
-                later.block_base = nurec_splat_first_blocks(q, q.num_cameras, tiles_per_image(p), passes);
-                g2 = dim3((unsigned)((int64_t)passes * q.seg_chunks));
-            }
+            const dim3 g2 = nurec_splat_later_grid(&later, q.num_cameras, tiles_per_image(p), passes, 1);
             if (f64) rc_forward_fixup_kernel_f64<<<g2, RC_BLOCK, 0, s>>>(later, passes);
             else rc_forward_fixup_kernel_f32<<<g2, RC_BLOCK, 0, s>>>(later, passes);
         }
@@ -219,7 +201,8 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
 
 extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera_params* p_in, void* stream) {
     if (p_in->dtype != NUREC_F32 && p_in->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
-    const nurec_rasterize_camera_params q = with_parts_grid(p_in, p_in->segments > 1 ? p_in->seg_later : NULL);
+    const nurec_rasterize_camera_params q =
+        nurec_splat_with_parts_grid(p_in, p_in->segments > 1 ? p_in->seg_later : NULL);
     const nurec_rasterize_camera_params* p = &q;
     cudaStream_t s = (cudaStream_t)stream;
     const bool f64 = p->dtype == NUREC_F64;

@@ -55,15 +55,14 @@ typedef struct NR(rc_place) {
 NUREC_HD_DEV bool NR(rc_place_block)(const nurec_rasterize_camera_params& p, int passes, NR(rc_place)* w) {
     const int64_t tiles = (int64_t)p.tiles_x * p.tiles_y;
     nurec_splat_block b;
-    if (!nurec_splat_block_of(p, p.num_cameras, tiles, passes, &b)) return false;
+    if (!nurec_splat_block_of(p, p.num_cameras, tiles, passes, 1, &b)) return false;
     w->seg = b.seg;
     w->pass = b.pass;
     w->tile = b.tile;
-    w->cz = b.tile / tiles;
-    const int64_t tin = b.tile - w->cz * tiles;
-    const int ty = (int)(tin / p.tiles_x);
-    w->x0 = (int)(tin - (int64_t)ty * p.tiles_x) * NUREC_TILE;
-    w->y0 = ty * NUREC_TILE;
+    w->cz = b.image;
+    const unsigned ty = b.in_image / (unsigned)p.tiles_x;
+    w->x0 = (int)(b.in_image - ty * (unsigned)p.tiles_x) * NUREC_TILE;
+    w->y0 = (int)ty * NUREC_TILE;
     w->start = p.tile_ranges[2 * w->tile];
     w->end = p.tile_ranges[2 * w->tile + 1];
     int64_t seg_len;
@@ -313,8 +312,11 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
     }
 }
 
-/* Two kernels, so that the first walk does not carry the second's registers. */
-__global__ void __launch_bounds__(RC_BLOCK)
+/* Two kernels, so that the first walk does not carry the second's registers.
+ * The first walk's float32 kernel at 8 blocks of 256 (32 registers, full
+ * occupancy, as before the one-dimensional grid, whose block decode made
+ * ptxas take 48 without the bound). */
+__global__ void __launch_bounds__(RC_BLOCK, sizeof(real_t) == 4 ? RC_FWD_MIN_BLOCKS_F32 : 1)
 NR(rc_forward_kernel)(nurec_rasterize_camera_params p, int passes) { NR(rc_forward_body)(p, passes, 0); }
 
 __global__ void __launch_bounds__(RC_BLOCK)

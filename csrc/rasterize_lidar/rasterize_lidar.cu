@@ -82,6 +82,7 @@ extern "C" {
 #endif
 
 #include "tiles/splat_combine_cuda.cuh"
+#include "tiles/splat_parts_grid_cuda.cuh"
 #define NUREC_GENERIC_FILE "rasterize_lidar/rasterize_lidar_cuda_generic.cuh"
 #include "math/generic.h"
 
@@ -115,11 +116,14 @@ int slice_threads(void) {
     return t;
 }
 
-// x: tile slices, y: tile rows, z: (sweep, channel pass, part of the list).
+int64_t tiles_per_sweep(const nurec_rasterize_lidar_params* p) { return (int64_t)p->tiles_x * p->tiles_y; }
+int slices(void) { return RL_BLOCK / slice_threads(); }
+
+// The walks' one-dimensional grid (tiles/splat_parts_grid_cuda.cuh): slices
+// of the first parts' tiles, then of the later parts' chunks; the glue
+// checked that it fits.
 dim3 sweep_grid(const nurec_rasterize_lidar_params* p, int passes) {
-    const int64_t parts = p->segments > 1 ? p->segments : 1;
-    return dim3((unsigned)(p->tiles_x * (RL_BLOCK / slice_threads())), (unsigned)p->tiles_y,
-                (unsigned)(p->num_sweeps * passes * parts));
+    return dim3((unsigned)(nurec_splat_grid_units(*p, p->num_sweeps, tiles_per_sweep(p), passes) * slices()));
 }
 
 // Carveout preferences, set once per process (not stream operations).
@@ -141,7 +145,7 @@ void set_carveouts(void) {
 extern "C" size_t nurec_rasterize_lidar_workspace_bytes(const nurec_rasterize_lidar_params* p) {
     nurec_tiles_params t;
     nurec_rasterize_lidar_tiles(p, &t);
-    return nurec_tiles_workspace_bytes(&t);
+    return nurec_splat_workspace_bytes(p, nurec_tiles_workspace_bytes(&t));
 }
 
 extern "C" int nurec_rasterize_lidar_project_cuda(const nurec_rasterize_lidar_params* p, void* stream) {
@@ -161,17 +165,22 @@ extern "C" int nurec_rasterize_lidar_project_cuda(const nurec_rasterize_lidar_pa
     return ok();
 }
 
-extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_params* p, void* stream) {
-    if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_params* p_in, void* stream) {
+    if (p_in->dtype != NUREC_F32 && p_in->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
     cudaStream_t s = (cudaStream_t)stream;
-    const bool f64 = p->dtype == NUREC_F64;
+    const bool f64 = p_in->dtype == NUREC_F64;
     set_carveouts();
     nurec_tiles_params t;
-    nurec_rasterize_lidar_tiles(p, &t);
+    nurec_rasterize_lidar_tiles(p_in, &t);
     int st = nurec_tiles_bin_cuda(&t, stream);
     if (st != NUREC_OK) return st;
-    if (p->num_sweeps == 0 || p->rows == 0 || p->cols == 0 || p->channels == 0) return NUREC_OK;
+    if (p_in->num_sweeps == 0 || p_in->rows == 0 || p_in->cols == 0 || p_in->channels == 0) return NUREC_OK;
+    const size_t later_at = nurec_splat_later_offset(nurec_tiles_workspace_bytes(&t));
+    const nurec_rasterize_lidar_params q = nurec_splat_with_parts_grid(
+        p_in, p_in->segments > 1 ? (int64_t*)((char*)p_in->workspace + later_at) : NULL);
+    const nurec_rasterize_lidar_params* p = &q;
     int passes = num_passes(p);
+    if (nurec_splat_later_parts(q, p->num_sweeps * tiles_per_sweep(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
     if (p->segments > 1) {
         const size_t rays = (size_t)(p->num_sweeps * p->rows * (int64_t)p->cols);
         const size_t cells = (size_t)p->seg_slots * RL_BLOCK; /* the slots' cells */
@@ -193,15 +202,21 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
             if (f64) rl_combine_kernel_f64<<<b, RL_PROJ_THREADS, 0, s>>>(*p, phase);
             else rl_combine_kernel_f32<<<b, RL_PROJ_THREADS, 0, s>>>(*p, phase);
             if (phase == 1) break;
-            if (f64) rl_forward_fixup_kernel_f64<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
-            else rl_forward_fixup_kernel_f32<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
+            /* the second walk: later parts only (a first part is never walked again) */
+            nurec_rasterize_lidar_params later = q;
+            const dim3 g2 = nurec_splat_later_grid(&later, q.num_sweeps, tiles_per_sweep(p), passes, slices());
+            if (f64) rl_forward_fixup_kernel_f64<<<g2, slice_threads(), 0, s>>>(later, passes);
+            else rl_forward_fixup_kernel_f32<<<g2, slice_threads(), 0, s>>>(later, passes);
         }
     }
     return ok();
 }
 
-extern "C" int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_params* p, void* stream) {
-    if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+extern "C" int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_params* p_in, void* stream) {
+    if (p_in->dtype != NUREC_F32 && p_in->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+    const nurec_rasterize_lidar_params q =
+        nurec_splat_with_parts_grid(p_in, p_in->segments > 1 ? p_in->seg_later : NULL);
+    const nurec_rasterize_lidar_params* p = &q;
     cudaStream_t s = (cudaStream_t)stream;
     const bool f64 = p->dtype == NUREC_F64;
     const size_t el = f64 ? sizeof(double) : sizeof(float);
@@ -217,6 +232,7 @@ extern "C" int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_p
         int passes = num_passes(p);
         const bool ab = p->absgrad != 0;
         const dim3 grid = sweep_grid(p, passes);
+        if (nurec_splat_later_parts(q, C * tiles_per_sweep(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
         if (f64) {
             if (ab) rl_backward_kernel_f64<true><<<grid, slice_threads(), 0, s>>>(*p, passes);
             else rl_backward_kernel_f64<false><<<grid, slice_threads(), 0, s>>>(*p, passes);

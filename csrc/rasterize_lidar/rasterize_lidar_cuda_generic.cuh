@@ -216,8 +216,10 @@ NUREC_HD_DEV void NR(rl_bcast)(const NR(rl_entry)* x, int src, NR(rl_entry)* y) 
  * kernels' critical path, whatever the tiling (benchmarks/RESULTS.md). A list
  * longer than p.segment_min is cut into up to p.segments parts of at least
  * segment_min entries, each composited from T = 1 by its own blocks; the
- * combine kernel below chains them per ray. blockIdx.z = (sweep, pass,
- * segment); blocks of a segment the tile does not have leave at once. */
+ * combine kernel below chains them per ray. The grid is the camera's
+ * (tiles/splat_parts_grid_cuda.cuh): one-dimensional, the first parts a
+ * unit of slices per (sweep, pass, tile), then a unit per chunk of the list
+ * for the later parts; a unit with no part leaves at once. */
 typedef struct NR(rl_place) {
     int64_t cz, tile, start, end, lo, hi; /* sweep; tile; its list; this block's part */
     int pass, i, j;                       /* channel pass; this thread's ray */
@@ -228,19 +230,20 @@ typedef struct NR(rl_place) {
 
 /* false: this block has no part to work on (uniform over the block). */
 NUREC_HD_DEV bool NR(rl_place_of)(const nurec_rasterize_lidar_params& p, int passes, NR(rl_place)* w) {
-    const int nseg = p.segments > 1 ? p.segments : 1;
-    const int64_t czp = blockIdx.z / nseg;
-    w->seg = (int)(blockIdx.z - czp * nseg);
-    w->cz = czp / passes;
-    w->pass = (int)(czp - w->cz * passes);
     const int per_tile = RL_BLOCK / blockDim.x;
-    const int tx = blockIdx.x / per_tile;
-    const int tid = (blockIdx.x - tx * per_tile) * blockDim.x + threadIdx.x;
+    const int64_t tiles = (int64_t)p.tiles_x * p.tiles_y;
+    nurec_splat_block b;
+    if (!nurec_splat_block_of(p, p.num_sweeps, tiles, passes, per_tile, &b)) return false;
+    w->seg = b.seg;
+    w->pass = b.pass;
+    w->tile = b.tile;
+    w->cz = b.image;
+    const int ty = (int)(b.in_image / (unsigned)p.tiles_x), tx = (int)(b.in_image - (unsigned)ty * p.tiles_x);
+    const int tid = b.slice * blockDim.x + threadIdx.x;
     w->cell = tid;
     w->j = tx * NUREC_RL_TILE_COLS + (tid % NUREC_RL_TILE_COLS);
-    w->i = blockIdx.y * NUREC_RL_TILE_ROWS + (tid / NUREC_RL_TILE_COLS);
+    w->i = ty * NUREC_RL_TILE_ROWS + (tid / NUREC_RL_TILE_COLS);
     w->inside = w->j < p.cols && w->i < p.rows;
-    w->tile = (w->cz * p.tiles_y + blockIdx.y) * p.tiles_x + tx;
     w->start = p.tile_ranges[2 * w->tile];
     w->end = p.tile_ranges[2 * w->tile + 1];
     int64_t seg_len;

@@ -96,12 +96,16 @@ RlInputs rl_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     return in;
 }
 
-// CUDA grid limits of the per-tile kernels (blockIdx.y: tile rows, z: sweeps
-// x channel passes of 2 x parts of the lists).
-void rl_check_grid(const char* op, const nurec_rasterize_lidar_params& p) {
-    const int64_t parts = p.segments > 1 ? p.segments : 1;
-    NUREC_CHECK(p.tiles_y <= 65535 && p.num_sweeps * ((p.channels + 1) / 2) * parts <= 65535, "nurec_ops.",
-                op, ": too many rows, sweeps, feature channels or segments for one CUDA launch");
+// CUDA grid limit of the per-tile kernels: one dimension of slices of
+// (sweeps x channel passes of 2 x tiles) first parts and (passes x
+// capacity / segment_min) later parts (tiles/splat_parts_grid_cuda.cuh; the
+// dense layout, for measuring, has a unit per part).
+void rl_check_grid(const char* op, const nurec_rasterize_lidar_params& p, int64_t capacity) {
+    const int64_t parts = p.segments > 1 ? p.segments : 1, passes = (p.channels + 1) / 2;
+    const int64_t chunks = nurec_splat_part_chunks(p.segments, capacity, p.segment_min);
+    const int64_t units = p.num_sweeps * passes * (int64_t)p.tiles_x * p.tiles_y * parts + passes * chunks;
+    NUREC_CHECK(units <= INT32_MAX / (NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS / 32), "nurec_ops.", op,
+                ": too many rows, sweeps, feature channels or segments for one CUDA launch");
 }
 
 // SPEC 7 for a lidar: the poses at the sweeps' ends [C, 4, 4] (the kernels
@@ -143,7 +147,7 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
     Tensor taus = empty_like_shape(in.means, {p.viewmats_end ? C : 0, N});
     p.taus = taus.data_ptr();
     splat_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
-    if (!in.means.is_cpu()) rl_check_grid(op, p);
+    if (!in.means.is_cpu()) rl_check_grid(op, p, capacity);
     static const SplatForward<nurec_rasterize_lidar_params> launchers = {
         nurec_rasterize_lidar_project_cpu, nurec_rasterize_lidar_forward_cpu,
         NUREC_CUDA_ONLY(nurec_rasterize_lidar_workspace_bytes),
@@ -212,7 +216,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     Tensor grad_records = empty_like_shape(in.means, {C * N, NUREC_SPLAT_GREC_ROW(p.absgrad)});
     p.grad_records = grad_records.data_ptr();
     SplatGrads g = splat_grads(in.means, p, empty_like_shape(in.means, {N, D}));
-    if (!in.means.is_cpu()) rl_check_grid(op, p);
+    if (!in.means.is_cpu()) rl_check_grid(op, p, p.capacity);
+    Tensor later = splat_later_parts_buffer(in.means, p);
     splat_check_status(op, launch(op, in.means, p, nurec_rasterize_lidar_backward_cpu,
                                   NUREC_CUDA_ONLY(nurec_rasterize_lidar_backward_cuda)));
     return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records};

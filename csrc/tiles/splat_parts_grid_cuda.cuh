@@ -28,7 +28,8 @@
  * every part up to p.segments, in the same one-dimensional grid):
  * NUREC_OPS_SPLAT_PARTS_DENSE=1, for measuring; both give the same bits.
  * p.block_base offsets blockIdx.x, for a launch of only the later parts
- * (the second walk, where first parts have nothing to do). */
+ * (the second walk, where first parts have nothing to do). Both
+ * rasterizers' walks take this grid (the camera's and the lidar's). */
 #ifndef NUREC_SPLAT_PARTS_GRID_CUDA_CUH
 #define NUREC_SPLAT_PARTS_GRID_CUDA_CUH
 
@@ -39,8 +40,11 @@
 
 /* What one block of a per-tile walk works on. */
 typedef struct nurec_splat_block {
-    int64_t tile; /* over all images: (image, tile row, tile column) */
+    int64_t tile;     /* over all images: (image, tile row, tile column) */
+    int64_t image;    /* its image (camera or sweep) */
+    unsigned in_image; /* its place in the image's tiles, row-major */
     int pass, seg;
+    int slice;        /* which of the tile's `slices` blocks */
 } nurec_splat_block;
 
 /* The later parts' list (see above), from the tile ranges of the binning
@@ -79,44 +83,99 @@ cudaError_t nurec_splat_later_parts(const Params& p, int64_t ntiles, cudaStream_
     return cudaGetLastError();
 }
 
-/* Blocks of the first parts (or of every part, dense) and of the later
- * parts' list, for `tiles` tiles per image and `images` images. */
+/* Units (a unit: `slices` blocks) of the first parts (or of every part,
+ * dense) and of the whole grid, for `tiles` tiles per image and `images`
+ * images. */
 template <typename Params>
-__host__ __device__ inline int64_t nurec_splat_first_blocks(const Params& p, int64_t images, int64_t tiles,
-                                                            int passes) {
+__host__ __device__ inline int64_t nurec_splat_first_units(const Params& p, int64_t images, int64_t tiles,
+                                                           int passes) {
     const int64_t dense = p.seg_chunks == 0 && p.segments > 1 ? p.segments : 1;
     return images * passes * tiles * dense;
 }
 
 template <typename Params>
-__host__ __device__ inline int64_t nurec_splat_grid_blocks(const Params& p, int64_t images, int64_t tiles,
-                                                           int passes) {
-    return nurec_splat_first_blocks(p, images, tiles, passes) + (int64_t)passes * p.seg_chunks;
+__host__ __device__ inline int64_t nurec_splat_grid_units(const Params& p, int64_t images, int64_t tiles,
+                                                          int passes) {
+    return nurec_splat_first_units(p, images, tiles, passes) + (int64_t)passes * p.seg_chunks;
 }
 
-/* Block b's (tile, pass, part); false: a chunk where no later part starts
- * (uniform over the block: it leaves). */
+/* Block blockIdx.x + p.block_base's (tile, pass, part, slice); false: a
+ * chunk where no later part starts (uniform over the block: it leaves). In
+ * 32 bits (the glue keeps the grid under 2^31 blocks, and the tiles of all
+ * images under 2^31): a block pays this before any work, and 64-bit
+ * divisions, emulated, cost three 1944x1260 garden cameras' 87,000 blocks a
+ * kernel ~100 us of fwd+bwd (H200, session 23). */
 template <typename Params>
 __device__ __forceinline__ bool nurec_splat_block_of(const Params& p, int64_t images, int64_t tiles, int passes,
-                                                     nurec_splat_block* o) {
-    int64_t b = (int64_t)blockIdx.x + p.block_base;
-    const int64_t first = nurec_splat_first_blocks(p, images, tiles, passes);
+                                                     int slices, nurec_splat_block* o) {
+    (void)images;
+    const unsigned g = blockIdx.x + (unsigned)p.block_base;
+    const unsigned b = slices == 1 ? g : g / (unsigned)slices;
+    o->slice = (int)(g - b * (unsigned)slices);
+    const unsigned T = (unsigned)tiles, P = (unsigned)passes;
+    const unsigned first = (unsigned)nurec_splat_first_units(p, images, tiles, passes);
     if (b < first) { /* (image, pass, part, tile), the tile fastest: the old 3-D grid's order */
-        const int nseg = p.seg_chunks == 0 && p.segments > 1 ? p.segments : 1;
-        const int64_t tin = b % tiles, r = b / tiles;
-        o->seg = (int)(r % nseg);
-        const int64_t ip = r / nseg;
-        o->pass = (int)(ip % passes);
-        o->tile = (ip / passes) * tiles + tin;
+        const unsigned nseg = p.seg_chunks == 0 && p.segments > 1 ? (unsigned)p.segments : 1u;
+        unsigned r = b / T;
+        o->in_image = b - r * T;
+        unsigned seg = 0;
+        if (nseg > 1) {
+            const unsigned q = r / nseg;
+            seg = r - q * nseg;
+            r = q;
+        }
+        o->seg = (int)seg;
+        const unsigned img = P == 1 ? r : r / P;
+        o->pass = (int)(r - img * P);
+        o->image = img;
+        o->tile = (int64_t)img * T + o->in_image;
         return true;
     }
-    b -= first;
-    o->pass = (int)(b / p.seg_chunks);
-    const int64_t v = p.seg_later[b - o->pass * p.seg_chunks];
+    const unsigned e = b - first;
+    const unsigned C = (unsigned)p.seg_chunks;
+    const unsigned pass = P == 1 ? 0u : e / C;
+    o->pass = (int)pass;
+    const int64_t v = p.seg_later[e - pass * C];
     if (v < 0) return false;
-    o->tile = v / NUREC_SPLAT_MAX_SEGMENTS;
-    o->seg = (int)(v - o->tile * NUREC_SPLAT_MAX_SEGMENTS);
+    const unsigned t = (unsigned)(v / NUREC_SPLAT_MAX_SEGMENTS); /* a power of two: a shift */
+    o->seg = (int)(v - (int64_t)t * NUREC_SPLAT_MAX_SEGMENTS);
+    o->tile = t;
+    o->image = t / T;
+    o->in_image = t - (unsigned)o->image * T;
     return true;
+}
+
+/* A launcher's copy of its params with the walks' grid chosen: the later
+ * parts' list at `later` (the forward's workspace, the backward's own
+ * buffer; NULL where lists are not cut), or the dense layout. */
+template <typename Params>
+Params nurec_splat_with_parts_grid(const Params* p, int64_t* later) {
+    Params q = *p;
+    q.seg_chunks = later && !nurec_splat_parts_dense()
+                       ? nurec_splat_part_chunks(p->segments, p->capacity, p->segment_min) : 0;
+    q.seg_later = later;
+    q.block_base = 0;
+    return q;
+}
+
+/* Where the forward's later-parts list lies in its workspace: after the
+ * binning's `tiles_bytes`; and the workspace's whole size. */
+static inline size_t nurec_splat_later_offset(size_t tiles_bytes) { return (tiles_bytes + 255) & ~(size_t)255; }
+
+template <typename Params>
+size_t nurec_splat_workspace_bytes(const Params* p, size_t tiles_bytes) {
+    if (tiles_bytes == 0) return 0;
+    return nurec_splat_later_offset(tiles_bytes) +
+           sizeof(int64_t) * (size_t)nurec_splat_part_chunks(p->segments, p->capacity, p->segment_min);
+}
+
+/* The grid of a second walk: the later parts alone (first parts are never
+ * walked again), or, dense, the whole grid. Sets q's block_base. */
+template <typename Params>
+dim3 nurec_splat_later_grid(Params* q, int64_t images, int64_t tiles, int passes, int slices) {
+    if (q->seg_chunks == 0) return dim3((unsigned)(nurec_splat_grid_units(*q, images, tiles, passes) * slices));
+    q->block_base = nurec_splat_first_units(*q, images, tiles, passes) * slices;
+    return dim3((unsigned)((int64_t)passes * q->seg_chunks * slices));
 }
 
 #endif /* NUREC_SPLAT_PARTS_GRID_CUDA_CUH */
