@@ -18,27 +18,32 @@ _POLICY = _binning.policy(_OP)
 # Long lists on CUDA: cut into up to _SEGMENTS parts of at least _SEGMENT_MIN
 # entries, composited by blocks of their own and chained per pixel (exact up
 # to rounding; see csrc/rasterize_camera/rasterize_camera_cuda_generic.cuh),
-# as the lidar's. The number of parts is chosen as if their state took, per
-# part, pixels x (D + 2) reals and one int, at most _SEGMENT_BYTES in all (a
-# 1080p camera with RGB gets 5 parts; three 1944x1260 cameras, whose lists
-# are short, none). The state kept until the backward is less: one slot per
-# part that a tile has (csrc/tiles/splat_math.h), ~56 MB for the 1080p
-# camera. _SEGMENTS = 0 turns the cutting off. Environment variables
-# override the defaults, for measuring.
+# as the lidar's. The parts' state kept until the backward is one slot per
+# part that a tile has (csrc/tiles/splat_math.h), and the walks launch a
+# block per later part that exists (csrc/tiles/splat_parts_grid_cuda.cuh),
+# so neither grows with _SEGMENTS. What the cut costs grows with the image:
+# the combine's two passes over every pixel and the clearing of the state.
+# A call cuts its lists where one part's state over the whole image,
+# pixels x ((D + 2) reals + one int), is at most _SEGMENT_BYTES: measured on
+# the H200 (session 23), 16 parts took the 1080p street from 2.55 ms (the 5
+# parts the earlier per-part budget allowed) to 2.02, and the small garden
+# (3 x 648x420) held at 1.28, while three 1944x1260 cameras (176 MB; short
+# lists) ran 4.43 ms cut against 4.22 uncut. _SEGMENTS = 0 turns the cutting
+# off. Environment variables override the defaults, for measuring.
 _SEGMENTS = int(os.environ.get("NUREC_OPS_RC_SEGMENTS", "16"))
 _SEGMENT_MIN = int(os.environ.get("NUREC_OPS_RC_SEGMENT_MIN", "512"))
-_SEGMENT_BYTES = int(os.environ.get("NUREC_OPS_RC_SEGMENT_BYTES", str(256 << 20)))
+_SEGMENT_BYTES = int(os.environ.get("NUREC_OPS_RC_SEGMENT_BYTES", str(128 << 20)))
 
 
 def _segments_for(device, dtype, C, H, W, D):
-    """Parts per long list for a call (0: none): _SEGMENTS within the memory
-    budget of their state; the CPU walks every list whole."""
+    """Parts per long list for a call (0: none): _SEGMENTS where the cut's
+    cost, which grows with the image, stays within _SEGMENT_BYTES (above);
+    the CPU walks every list whole."""
     if device.type != "cuda" or _SEGMENTS <= 1:
         return 0
     itemsize = 8 if dtype == torch.float64 else 4
-    per_part = max(C * H * W * ((D + 2) * itemsize + 4), 1)
-    s = min(_SEGMENTS, _SEGMENT_BYTES // per_part)
-    return int(s) if s >= 2 else 0
+    image_part = C * H * W * ((D + 2) * itemsize + 4)
+    return _SEGMENTS if image_part <= _SEGMENT_BYTES else 0
 
 
 @ranged("nurec_ops.rasterize_camera")
