@@ -298,6 +298,20 @@ def _segment_count(segments, segment_min, n):
     return -(-n // seg_len)
 
 
+def _random_tile_lists(g, segments, segment_min, trial, long_share):
+    """Random tile list lengths and a capacity that holds them: odd trials
+    as real scenes have them (most lists short, `long_share` long), even
+    ones all long; every third list an edge length around segment_min."""
+    edge = [segment_min, segment_min + 1, 2 * segment_min - 1, 2 * segment_min, segments * segment_min + 1, 1, 0]
+    tiles = int(torch.randint(1, 300, (1,), generator=g))
+    short = torch.randint(0, segment_min + 1, (tiles,), generator=g)
+    long = torch.randint(0, 4 * segments * segment_min, (tiles,), generator=g)
+    pick_long = (torch.rand(tiles, generator=g) < long_share) | torch.tensor(trial % 2 == 0)
+    lens = torch.where(pick_long, long, short).tolist()
+    lens = [edge[(t + trial) % len(edge)] if t % 3 == 0 else n for t, n in enumerate(lens)]
+    return lens, sum(lens) + int(torch.randint(0, 50, (1,), generator=g))
+
+
 @pytest.mark.parametrize("segments,segment_min", [(2, 1), (4, 3), (8, 8), (16, 512), (16, 777), (64, 1), (5, 100)])
 def test_part_slots_never_meet(segments, segment_min):
     """The parts' state layout (tiles/splat_math.h, nurec_splat_part_layout,
@@ -306,18 +320,10 @@ def test_part_slots_never_meet(segments, segment_min):
     kernels size (nurec_ops._binning.part_slots, the glue's rule)."""
     g = torch.Generator().manual_seed(segments * 1000 + segment_min)
     m = 1 << (segment_min.bit_length() - 1)
-    edge = [segment_min, segment_min + 1, 2 * segment_min - 1, 2 * segment_min, segments * segment_min + 1, 1, 0]
     modes = set()
     for trial in range(40):
-        tiles = int(torch.randint(1, 300, (1,), generator=g))
-        # odd trials as real scenes have them: most lists short, a tenth long
-        # (slots by the lists' starts); even ones all long (slots by tile)
-        short = torch.randint(0, segment_min + 1, (tiles,), generator=g)
-        long = torch.randint(0, 4 * segments * segment_min, (tiles,), generator=g)
-        pick_long = (torch.rand(tiles, generator=g) < 0.1) | torch.tensor(trial % 2 == 0)
-        lens = torch.where(pick_long, long, short).tolist()
-        lens = [edge[(t + trial) % len(edge)] if t % 3 == 0 else n for t, n in enumerate(lens)]
-        capacity = sum(lens) + int(torch.randint(0, 50, (1,), generator=g))
+        lens, capacity = _random_tile_lists(g, segments, segment_min, trial, 0.1)
+        tiles = len(lens)
         by_start = (2 * capacity) >> (m.bit_length() - 1)
         by_tile = segments * tiles
         modes.add(by_start <= by_tile)
@@ -334,6 +340,32 @@ def test_part_slots_never_meet(segments, segment_min):
                 used |= slots
             start += n
     assert modes == {True, False}, f"only slots by {'start' if True in modes else 'tile'} were drawn"
+
+
+@pytest.mark.parametrize("segments,segment_min", [(2, 1), (4, 3), (8, 8), (16, 512), (16, 777), (64, 1), (5, 100)])
+def test_later_parts_one_per_chunk(segments, segment_min):
+    """The walks' grid (tiles/splat_parts_grid_cuda.cuh, ported): on random
+    tile lists up to a full capacity, the later part (1 and up) of every
+    cut list starts in a chunk of segment_min entries of its own, one of
+    the ceil(capacity / segment_min) chunks the grid launches (a chunk
+    that two later parts start in would walk one of them and lose the
+    other), and the chunks' list names every later part exactly once."""
+    g = torch.Generator().manual_seed(segments * 1000 + segment_min + 7)
+    for trial in range(40):
+        lens, capacity = _random_tile_lists(g, segments, segment_min, trial, 0.3)
+        chunks = -(-capacity // segment_min)
+        later, start, want = {}, 0, set()
+        for t, n in enumerate(lens):
+            parts = _segment_count(segments, segment_min, n)
+            seg_len = max(-(-n // segments), segment_min) if parts > 1 else n
+            for k in range(1, parts):
+                c = (start + k * seg_len) // segment_min  # nurec_splat_later_parts_kernel's chunk
+                assert c < chunks, (t, n, k, c, chunks)
+                assert c not in later, (t, k, c, later.get(c))
+                later[c] = (t, k)
+                want.add((t, k))
+            start += n
+        assert set(later.values()) == want
 
 
 def _parts_params(pred=lambda parts: True, marks=()):
