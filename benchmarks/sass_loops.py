@@ -1,0 +1,147 @@
+"""The rasterizers' kernels as the GPU runs them, without a GPU: builds a
+family's CUDA file for sm_90 (nvcc -cubin, as setup.py compiles it), and
+prints per kernel its instructions, registers and spills (ptxas), and the
+lengths of its longest loops in SASS (a backward branch's span). A change
+that moves a walk's innermost loop by a few instructions moves its time by
+as much (RESULTS.md, session 23: the camera backward's steps grew from 337
+to 345 instructions, and the 1944 garden's fwd+bwd by 65 us); this finds
+such changes in seconds, before a device call.
+
+    python3 benchmarks/sass_loops.py [--family rasterize_camera] [--ref 8ed7d7e] [--kernels backward,forward]
+
+--ref builds that git revision's tree beside the working tree's, for a
+side-by-side table. cuobjdump comes from PATH, the CUDA toolkit, or
+NVIDIA's `nvidia-cuda-cuobjdump` wheel (pip install nvidia-cuda-cuobjdump;
+not a dependency of nurec_ops).
+"""
+import argparse
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def tool(name):
+    """A CUDA tool: on PATH, beside nvcc, or in an NVIDIA wheel's bin folder."""
+    found = shutil.which(name)
+    if found:
+        return found
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    beside = os.path.join(os.path.dirname(nvcc), name)
+    if os.path.exists(beside):
+        return beside
+    for site in sys.path:
+        for path in glob.glob(os.path.join(site, "nvidia", "cu*", "bin", name)):
+            return path
+    sys.exit(f"{name} not found: pip install nvidia-cuda-{name} (or put the CUDA toolkit's on PATH)")
+
+
+def build(tree, family, out_dir):
+    """(ptxas' report, cuobjdump -sass) of one family's .cu in `tree`."""
+    src = os.path.join(tree, "csrc", family, family + ".cu")
+    cubin = os.path.join(out_dir, family + ".cubin")
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    r = subprocess.run([nvcc, "-O3", "-std=c++17", "-arch=sm_90", "-cubin", "-I" + os.path.join(tree, "csrc"),
+                        "-DNUREC_WITH_CUDA", "-Xptxas=-v", src, "-o", cubin], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(r.stderr)
+    sass = subprocess.run([tool("cuobjdump"), "-sass", cubin], capture_output=True, text=True, check=True).stdout
+    return r.stderr, sass
+
+
+def by_kernel(text, header):
+    """(kernel, line) for each line of `text` after a line that names a
+    kernel (`header`, a regex whose group 1 is the name)."""
+    cur = None
+    for line in text.splitlines():
+        m = re.search(header, line)
+        if m:
+            cur = m.group(1)
+            yield cur, None
+        elif cur:
+            yield cur, line
+
+
+def ptxas_report(text):
+    """kernel -> (registers, spill stores + loads in bytes)."""
+    out = {}
+    for name, line in by_kernel(text, r"Compiling entry function '(\S+)'"):
+        row = out.setdefault(name, [0, 0])
+        m = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", line or "")
+        if m:
+            row[1] = int(m.group(1)) + int(m.group(2))
+        m = re.search(r"Used (\d+) registers", line or "")
+        if m:
+            row[0] = int(m.group(1))
+    return out
+
+
+def sass_kernels(sass):
+    """kernel -> [(address, instruction)]."""
+    out = {}
+    for name, line in by_kernel(sass, r"^\s*Function : (\S+)"):
+        ins = out.setdefault(name, [])
+        m = re.search(r"/\*([0-9a-f]{4,})\*/\s+(.*?);", line or "")
+        if m:
+            ins.append((int(m.group(1), 16), m.group(2).strip()))
+    return out
+
+
+def loops(ins, top=4):
+    """The longest spans of backward branches, in instructions (16 bytes each)."""
+    spans = []
+    for addr, text in ins:
+        m = re.search(r"BRA\s+0x([0-9a-f]+)", text)
+        if m and int(m.group(1), 16) < addr:
+            spans.append((addr - int(m.group(1), 16)) // 16)
+    return sorted(spans, reverse=True)[:top]
+
+
+def table(tree, family, keep):
+    with tempfile.TemporaryDirectory() as d:
+        report, sass = build(tree, family, d)
+    regs = ptxas_report(report)
+    rows = {}
+    for name, ins in sass_kernels(sass).items():
+        if keep and not any(k in name for k in keep):
+            continue
+        rows[name] = (len(ins), *regs.get(name, (0, 0)), loops(ins))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--family", default="rasterize_camera", choices=["rasterize_camera", "rasterize_lidar", "tiles"])
+    ap.add_argument("--ref", default=None, help="a git revision to build beside the working tree")
+    ap.add_argument("--kernels", default="backward_kernel,forward", help="substrings of the kernels to show")
+    a = ap.parse_args()
+    keep = [k for k in a.kernels.split(",") if k]
+    trees = {"tree": ROOT}
+    tmp = None
+    if a.ref:
+        tmp = tempfile.mkdtemp()
+        archive = subprocess.run(["git", "-C", ROOT, "archive", a.ref, "csrc"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "x", "-C", tmp], input=archive, check=True)
+        trees = {a.ref: tmp, "tree": ROOT}
+    try:
+        results = {label: table(path, a.family, keep) for label, path in trees.items()}
+    finally:
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
+    names = sorted(set().union(*results.values()))
+    print(f"{'kernel':60} | " + " | ".join(f"{label}: instrs, regs, spill B, loops" for label in results))
+    for n in names:
+        cells = []
+        for label in results:
+            r = results[label].get(n)
+            cells.append("-" if r is None else f"{r[0]}, {r[1]}, {r[2]}, {r[3]}")
+        print(f"{n[:60]:60} | " + " | ".join(cells))
+
+
+if __name__ == "__main__":
+    main()
