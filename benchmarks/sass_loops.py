@@ -10,9 +10,9 @@ such changes in seconds, before a device call.
     python3 benchmarks/sass_loops.py [--family rasterize_camera] [--ref 8ed7d7e] [--kernels backward,forward]
 
 --ref builds that git revision's tree beside the working tree's, for a
-side-by-side table. cuobjdump comes from PATH, the CUDA toolkit, or
-NVIDIA's `nvidia-cuda-cuobjdump` wheel (pip install nvidia-cuda-cuobjdump;
-not a dependency of nurec_ops).
+side-by-side table. cuobjdump and the nvdisasm it runs come from PATH, the
+CUDA toolkit, or NVIDIA's wheels (pip install nvidia-cuda-cuobjdump
+nvidia-cuda-nvdisasm; not dependencies of nurec_ops).
 """
 import argparse
 import glob
@@ -50,7 +50,10 @@ def build(tree, family, out_dir):
                         "-DNUREC_WITH_CUDA", "-Xptxas=-v", src, "-o", cubin], capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(r.stderr)
-    sass = subprocess.run([tool("cuobjdump"), "-sass", cubin], capture_output=True, text=True, check=True).stdout
+    # cuobjdump -sass runs nvdisasm, which it looks for on PATH only
+    env = dict(os.environ, PATH=os.path.dirname(tool("nvdisasm")) + os.pathsep + os.environ.get("PATH", ""))
+    sass = subprocess.run([tool("cuobjdump"), "-sass", cubin], capture_output=True, text=True, check=True,
+                          env=env).stdout
     return r.stderr, sass
 
 
