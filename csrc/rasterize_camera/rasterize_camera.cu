@@ -1,11 +1,12 @@
 /* CUDA kernels of rasterize_camera. Forward: projection (1 launch, a call of
  * its own: nurec_rasterize_camera_project_cuda) ->
  * tile binning (tiles.cu: scan, emit, radix sort, ranges) -> per-tile
- * compositing (1 launch; the parts of long lists on blocks of their own) ->
- * when lists may be cut: two memsets before, and after it combining the
- * parts per pixel, a second walk of the parts where pixels reach the
- * cut-off, and the end of the combining (3 launches). Backward: two
- * memsets, the per-tile sweep (per part; its own
+ * compositing (1 launch; its grid: tiles/splat_parts_grid_cuda.cuh) ->
+ * when lists may be cut: the later parts' list (a memset and 1 launch) and
+ * two memsets before, and after it combining the parts per pixel, a second
+ * walk of the later parts where pixels reach the cut-off, and the end of
+ * the combining (3 launches). Backward: two memsets (and the later parts'
+ * list where cut), the per-tile sweep (per part; its own
  * kernel: register budget, batch size and shared-memory carveout of its own)
  * and the per-Gaussian projection VJP. All on the caller's stream, no host
  * synchronization; an overflowed binning (status[1]) turns the outputs and
@@ -105,23 +106,24 @@ int num_passes(const nurec_rasterize_camera_params* p) {
 
 int64_t tiles_per_image(const nurec_rasterize_camera_params* p) { return (int64_t)p->tiles_x * p->tiles_y; }
 
-// The walks' one-dimensional grid (tiles/splat_parts_grid_cuda.cuh): first
-// parts, then the later parts' chunks; the glue checked that it fits.
-dim3 tile_grid(const nurec_rasterize_camera_params* p, int passes) {
-    return dim3((unsigned)nurec_splat_grid_units(*p, p->num_cameras, tiles_per_image(p), passes));
-}
-
 // Carveout preferences, set once per process (not stream operations).
 void set_carveouts(void) {
     static bool done = false;
     if (done) return;
     done = true;
-    cudaFuncSetAttribute(rc_forward_kernel_f32, cudaFuncAttributePreferredSharedMemoryCarveout, RC_FWD_CARVEOUT);
-    cudaFuncSetAttribute(rc_forward_kernel_f64, cudaFuncAttributePreferredSharedMemoryCarveout, RC_FWD_CARVEOUT);
-    cudaFuncSetAttribute(rc_backward_kernel_f32<false>, cudaFuncAttributePreferredSharedMemoryCarveout, RC_BWD_CARVEOUT);
-    cudaFuncSetAttribute(rc_backward_kernel_f64<false>, cudaFuncAttributePreferredSharedMemoryCarveout, RC_BWD_CARVEOUT);
-    cudaFuncSetAttribute(rc_backward_kernel_f32<true>, cudaFuncAttributePreferredSharedMemoryCarveout, RC_BWD_CARVEOUT);
-    cudaFuncSetAttribute(rc_backward_kernel_f64<true>, cudaFuncAttributePreferredSharedMemoryCarveout, RC_BWD_CARVEOUT);
+    const void* fwd[] = {(const void*)rc_forward_kernel_f32<false>, (const void*)rc_forward_kernel_f32<true>,
+                         (const void*)rc_forward_kernel_f64<false>, (const void*)rc_forward_kernel_f64<true>};
+    /* <kAbs, kList>: each on both grids */
+    const void* bwd[] = {(const void*)rc_backward_kernel_f32<false, false>,
+                         (const void*)rc_backward_kernel_f32<false, true>,
+                         (const void*)rc_backward_kernel_f32<true, false>,
+                         (const void*)rc_backward_kernel_f32<true, true>,
+                         (const void*)rc_backward_kernel_f64<false, false>,
+                         (const void*)rc_backward_kernel_f64<false, true>,
+                         (const void*)rc_backward_kernel_f64<true, false>,
+                         (const void*)rc_backward_kernel_f64<true, true>};
+    for (const void* k : fwd) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, RC_FWD_CARVEOUT);
+    for (const void* k : bwd) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, RC_BWD_CARVEOUT);
     cudaGetLastError();
 }
 
@@ -161,12 +163,11 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
     int st = nurec_tiles_bin_cuda(&t, stream);
     if (st != NUREC_OK) return st;
     if (p_in->num_cameras == 0 || p_in->width == 0 || p_in->height == 0 || p_in->channels == 0) return NUREC_OK;
-    const size_t later_at = nurec_splat_later_offset(nurec_tiles_workspace_bytes(&t));
-    const nurec_rasterize_camera_params q = nurec_splat_with_parts_grid(
-        p_in, p_in->segments > 1 ? (int64_t*)((char*)p_in->workspace + later_at) : NULL);
+    const nurec_rasterize_camera_params q =
+        nurec_splat_forward_grid(p_in, nurec_tiles_workspace_bytes(&t), p_in->num_cameras * num_passes(p_in));
     const nurec_rasterize_camera_params* p = &q;
     int passes = num_passes(p);
-    const dim3 grid = tile_grid(p, passes);
+    const int64_t C = p->num_cameras;
     if (nurec_splat_later_parts(q, p->num_cameras * tiles_per_image(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
     if (p->segments > 1) {
         /* the parts' state is an output of the op (for the backward), and some
@@ -180,8 +181,12 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
             cudaMemsetAsync(p->seg_last, 0, sizeof(int32_t) * cells, s) != cudaSuccess)
             return NUREC_ERR_CUDA;
     }
-    if (f64) rc_forward_kernel_f64<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
-    else rc_forward_kernel_f32<<<grid, RC_BLOCK, 0, s>>>(*p, passes);
+    if (f64)
+        nurec_splat_walk(rc_forward_kernel_f64<false>, rc_forward_kernel_f64<true>, q, C, passes, 1, RC_BLOCK, s, false,
+                         passes);
+    else
+        nurec_splat_walk(rc_forward_kernel_f32<false>, rc_forward_kernel_f32<true>, q, C, passes, 1, RC_BLOCK, s, false,
+                         passes);
     if (p->segments > 1) { /* chain the parts of the long lists; walk again where the cut-off falls */
         unsigned b = blocks_for(p->num_cameras * p->height * (int64_t)p->width, RC_PROJ_THREADS);
         for (int phase = 0; phase < 2; ++phase) {
@@ -190,10 +195,12 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
             else rc_combine_kernel_f32<<<b, RC_PROJ_THREADS, 0, s>>>(*p, phase);
             if (phase == 1) break;
             /* the second walk: later parts only (a first part is never walked again) */
-            nurec_rasterize_camera_params later = q;
-            const dim3 g2 = nurec_splat_later_grid(&later, q.num_cameras, tiles_per_image(p), passes, 1);
-            if (f64) rc_forward_fixup_kernel_f64<<<g2, RC_BLOCK, 0, s>>>(later, passes);
-            else rc_forward_fixup_kernel_f32<<<g2, RC_BLOCK, 0, s>>>(later, passes);
+            if (f64)
+                nurec_splat_walk(rc_forward_fixup_kernel_f64<false>, rc_forward_fixup_kernel_f64<true>, q, C, passes, 1,
+                                 RC_BLOCK, s, true, passes);
+            else
+                nurec_splat_walk(rc_forward_fixup_kernel_f32<false>, rc_forward_fixup_kernel_f32<true>, q, C, passes, 1,
+                                 RC_BLOCK, s, true, passes);
         }
     }
     return ok();
@@ -202,7 +209,7 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
 extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera_params* p_in, void* stream) {
     if (p_in->dtype != NUREC_F32 && p_in->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
     const nurec_rasterize_camera_params q =
-        nurec_splat_with_parts_grid(p_in, p_in->segments > 1 ? p_in->seg_later : NULL);
+        nurec_splat_with_parts_grid(p_in, p_in->seg_later, p_in->num_cameras * num_passes(p_in));
     const nurec_rasterize_camera_params* p = &q;
     cudaStream_t s = (cudaStream_t)stream;
     const bool f64 = p->dtype == NUREC_F64;
@@ -219,15 +226,23 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
     if (gcol > 0 && cudaMemsetAsync(gcol_ptr, 0, gcol, s) != cudaSuccess) return NUREC_ERR_CUDA;
     if (C > 0 && p->width > 0 && p->height > 0 && p->channels > 0) {
         int passes = num_passes(p);
-        const dim3 grid = tile_grid(p, passes);
         if (nurec_splat_later_parts(q, C * tiles_per_image(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
         const bool ab = p->absgrad != 0;
+        const unsigned th = RC_BWD_THREADS;
         if (f64) {
-            if (ab) rc_backward_kernel_f64<true><<<grid, RC_BWD_THREADS, 0, s>>>(*p, passes);
-            else rc_backward_kernel_f64<false><<<grid, RC_BWD_THREADS, 0, s>>>(*p, passes);
+            if (ab)
+                nurec_splat_walk(rc_backward_kernel_f64<true, false>, rc_backward_kernel_f64<true, true>, q, C, passes, 1,
+                                 th, s, false, passes);
+            else
+                nurec_splat_walk(rc_backward_kernel_f64<false, false>, rc_backward_kernel_f64<false, true>, q, C, passes,
+                                 1, th, s, false, passes);
         } else {
-            if (ab) rc_backward_kernel_f32<true><<<grid, RC_BWD_THREADS, 0, s>>>(*p, passes);
-            else rc_backward_kernel_f32<false><<<grid, RC_BWD_THREADS, 0, s>>>(*p, passes);
+            if (ab)
+                nurec_splat_walk(rc_backward_kernel_f32<true, false>, rc_backward_kernel_f32<true, true>, q, C, passes, 1,
+                                 th, s, false, passes);
+            else
+                nurec_splat_walk(rc_backward_kernel_f32<false, false>, rc_backward_kernel_f32<false, true>, q, C, passes,
+                                 1, th, s, false, passes);
         }
         if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
     }

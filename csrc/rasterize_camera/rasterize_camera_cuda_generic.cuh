@@ -35,11 +35,13 @@ NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
  * T = 1 by a block of its own, and rc_combine_kernel chains them per pixel
  * (the same result as one walk up to rounding; where a pixel's cut-off falls
  * inside a later part, that part is walked again from the pixel's
- * transmittance at its start). The lidar rasterizer does the same. The grid
- * is one-dimensional: a block per (camera, pass, tile) for the first parts,
- * then one per chunk of the list for the later parts
- * (tiles/splat_parts_grid_cuda.cuh); a block with no part leaves at once
- * (uniform over the block). (Part-major instead, every camera's first
+ * transmittance at its start). The lidar rasterizer does the same. Where
+ * lists are cut the walks take the list's grid (kList,
+ * tiles/splat_parts_grid_cuda.cuh): one dimension, a block per (camera,
+ * pass, tile) for the first parts, then one per chunk of the list for the
+ * later parts; a block with no part leaves at once (uniform over the
+ * block). Uncut, they keep the 3-D grid (tile column, tile row, (camera,
+ * pass)) in kernels of their own. (Part-major instead, every camera's first
  * parts dispatched before any later part: H200, session 18, garden 648 x3
  * 1.372 -> 1.340 ms fwd+bwd, but the street 2.67 -> 2.72 and the 1296 x3
  * garden 2.54 -> 2.63, not kept: benchmarks/RESULTS.md.) */
@@ -52,17 +54,16 @@ typedef struct NR(rc_place) {
 
 /* The block's tile, pass and part (false: nothing to do, uniform over the
  * block), once per block; rc_place_cell then places one of its pixels. */
+template <bool kList>
 NUREC_HD_DEV bool NR(rc_place_block)(const nurec_rasterize_camera_params& p, int passes, NR(rc_place)* w) {
-    const int64_t tiles = (int64_t)p.tiles_x * p.tiles_y;
     nurec_splat_block b;
-    if (!nurec_splat_block_of(p, p.num_cameras, tiles, passes, 1, &b)) return false;
+    if (!nurec_splat_block_of<kList>(p, p.num_cameras, passes, 1, &b)) return false;
     w->seg = b.seg;
     w->pass = b.pass;
     w->tile = b.tile;
     w->cz = b.image;
-    const unsigned ty = b.in_image / (unsigned)p.tiles_x;
-    w->x0 = (int)(b.in_image - ty * (unsigned)p.tiles_x) * NUREC_TILE;
-    w->y0 = (int)ty * NUREC_TILE;
+    w->x0 = b.tx * NUREC_TILE;
+    w->y0 = b.ty * NUREC_TILE;
     w->start = p.tile_ranges[2 * w->tile];
     w->end = p.tile_ranges[2 * w->tile + 1];
     int64_t seg_len;
@@ -83,8 +84,9 @@ NUREC_HD_DEV void NR(rc_place_cell)(const nurec_rasterize_camera_params& p, int 
     w->pix = (w->cz * p.height + w->y) * (int64_t)p.width + w->x;
 }
 
+template <bool kList>
 NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int passes, int cell, NR(rc_place)* w) {
-    if (!NR(rc_place_block)(p, passes, w)) return false;
+    if (!NR(rc_place_block)<kList>(p, passes, w)) return false;
     NR(rc_place_cell)(p, cell, w);
     return true;
 }
@@ -199,6 +201,7 @@ __device__ __forceinline__ bool NR(rc_composite)(const real_t* r, real_t a, real
  * fixup = 1: the second walk of the parts where a pixel's cut-off falls
  * (flagged by the combine kernel): only those pixels, from the
  * transmittance the combine left in final_T. */
+template <bool kList>
 __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera_params& p, int passes,
                                                    const int fixup) {
     /* per staged entry its record, all 8 values (u, v, A, B, C, o, depth,
@@ -206,7 +209,7 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
        that every read is a 16-byte vector load (a broadcast) from one base */
     __shared__ __align__(16) real_t s_e[(RC_BLOCK + 1) * RC_ENTRY]; /* + 1: the steps' pairs (below) */
     NR(rc_place) w;
-    if (!NR(rc_place_of)(p, passes, threadIdx.x, &w)) return;
+    if (!NR(rc_place_of)<kList>(p, passes, threadIdx.x, &w)) return;
     if (fixup && (!w.multi || w.seg == 0)) return; /* a first part is never walked again */
     const int tid = threadIdx.x;
     const int64_t D = p.channels, cz = w.cz, start = w.start, lo = w.lo, hi = w.hi, pix = w.pix;
@@ -312,15 +315,19 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
     }
 }
 
-/* Two kernels, so that the first walk does not carry the second's registers.
- * The first walk's float32 kernel at 8 blocks of 256 (32 registers, full
- * occupancy, as before the one-dimensional grid, whose block decode made
- * ptxas take 48 without the bound). */
+/* Two kernels, so that the first walk does not carry the second's registers;
+ * each on the 3-D grid and on the list's (kList). The first walk's float32
+ * kernels at 8 blocks of 256 (32 registers, full occupancy; the list's
+ * decode would take 48 without the bound). */
+template <bool kList>
 __global__ void __launch_bounds__(RC_BLOCK, sizeof(real_t) == 4 ? RC_FWD_MIN_BLOCKS_F32 : 1)
-NR(rc_forward_kernel)(nurec_rasterize_camera_params p, int passes) { NR(rc_forward_body)(p, passes, 0); }
+NR(rc_forward_kernel)(nurec_rasterize_camera_params p, int passes) { NR(rc_forward_body)<kList>(p, passes, 0); }
 
+template <bool kList>
 __global__ void __launch_bounds__(RC_BLOCK)
-NR(rc_forward_fixup_kernel)(nurec_rasterize_camera_params p, int passes) { NR(rc_forward_body)(p, passes, 1); }
+NR(rc_forward_fixup_kernel)(nurec_rasterize_camera_params p, int passes) {
+    NR(rc_forward_body)<kList>(p, passes, 1);
+}
 
 /* The camera's cells for the shared combine (tiles/splat_combine_cuda.cuh):
  * pixels; the background is added behind what the parts left. */
@@ -367,7 +374,7 @@ NR(rc_combine_kernel)(nurec_rasterize_camera_params p, int phase) {
 /* kAbs: SPEC 8's absgrad is written (a build of its own, so that the plain
  * backward keeps its registers and stack: with a runtime test its f32
  * build spilled 8 bytes more) */
-template <bool kAbs>
+template <bool kAbs, bool kList>
 __global__ void __launch_bounds__(RC_BWD_THREADS, sizeof(real_t) == 4 ? RC_BWD_MIN_BLOCKS_F32 : RC_BWD_MIN_BLOCKS_F64)
 NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     __shared__ __align__(16) real_t s_e[RC_BWD_BATCH * RC_ENTRY]; /* record, features: as the forward's */
@@ -383,7 +390,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     int32_t last[RC_BWD_PIX];
     unsigned wmask = 0;
     NR(rc_place) w;
-    if (!NR(rc_place_block)(p, passes, &w)) return; /* uniform over the block */
+    if (!NR(rc_place_block)<kList>(p, passes, &w)) return; /* uniform over the block */
 #pragma unroll
     for (int h = 0; h < RC_BWD_PIX; ++h) {
         /* the pixels differ only in x, y, pix, cell */

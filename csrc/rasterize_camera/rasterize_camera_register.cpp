@@ -138,19 +138,20 @@ RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, con
 }
 
 
-// CUDA grid limit of the per-tile kernels: one dimension of (cameras x
-// channel passes x tiles) first parts and (passes x capacity / segment_min)
-// later parts (tiles/splat_parts_grid_cuda.cuh; the dense layout, for
-// measuring, has a block per part).
+// CUDA grid limit of the list's grid where lists are cut
+// (tiles/splat_parts_grid_cuda.cuh: one dimension of cameras x channel
+// passes x tiles first parts and passes x capacity / segment_min later
+// parts); the 3-D grid's are rc_inputs' checks (the dense layout, for
+// measuring, falls back to the list's where its grid would not fit).
 void rc_check_grid(const char* op, const Tensor& means, const nurec_rasterize_camera_params& p, int64_t capacity) {
     if (means.is_cpu()) return;
     const int64_t passes = (p.channels + NUREC_RC_CHANNELS_PER_PASS - 1) / NUREC_RC_CHANNELS_PER_PASS;
-    const int64_t parts = p.segments > 1 ? p.segments : 1, tiles = (int64_t)p.tiles_x * p.tiles_y;
+    const int64_t tiles = (int64_t)p.tiles_x * p.tiles_y;
     const int64_t chunks = nurec_splat_part_chunks(p.segments, capacity, p.segment_min);
-    const int64_t blocks = p.num_cameras * passes * tiles * parts + passes * chunks; /* the larger layout's */
-    NUREC_CHECK(blocks <= INT32_MAX, "nurec_ops.", op,
+    NUREC_CHECK(chunks == 0 || p.num_cameras * passes * tiles + passes * chunks <= INT32_MAX, "nurec_ops.", op,
                 ": too many cameras (`viewmats`) x tiles (`width`, `height`) x feature channels (`features`) "
-                "x segments for one CUDA launch: ", p.num_cameras, " x ", tiles, " x ", p.channels, " x ", parts);
+                "for one CUDA launch where lists are cut (`capacity` / `segment_min`): ", p.num_cameras, " x ",
+                tiles, " x ", p.channels, ", ", capacity, " / ", p.segment_min);
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
@@ -245,7 +246,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     splat_segments_saved(op, means, p, C * (int64_t)p.tiles_y * p.tiles_x, NUREC_TILE * NUREC_TILE, D, seg_state,
                          seg_last, segment_min);
     rc_check_grid(op, in.means, p, p.capacity);
-    Tensor later = splat_later_parts_buffer(in.means, p);
+    const std::optional<Tensor> later = splat_later_parts_buffer(in.means, p);
     grad_render = dense(grad_render);
     colors = dense(colors);
     p.colors = colors.data_ptr();

@@ -1,10 +1,11 @@
 /* CUDA kernels of rasterize_lidar. Forward: projection with tile rectangles
  * (1 launch, a call of its own: nurec_rasterize_lidar_project_cuda) -> tile
  * binning (tiles.cu, boxes mode: scan, emit, radix sort, ranges) ->
- * per-tile compositing (1 launch; the parts of long lists on blocks of their
- * own) -> when lists may be cut: combining the parts per ray, a second walk
- * of the parts where rays reach the cut-off, and the end of the combining
- * (3 launches). Backward: two memsets, the
+ * per-tile compositing (1 launch; its grid: tiles/splat_parts_grid_cuda.cuh)
+ * -> when lists may be cut: the later parts' list (a memset and 1 launch)
+ * before, and after it combining the parts per ray, a second walk of the
+ * later parts where rays reach the cut-off, and the end of the combining (3
+ * launches). Backward: two memsets (and the later parts' list where cut), the
  * lidar's own per-tile sweep kernel (register budget, warp-level list walk
  * without shared memory and carveout of its own, not the camera's) and the
  * per-Gaussian projection VJP. All on the
@@ -119,24 +120,24 @@ int slice_threads(void) {
 int64_t tiles_per_sweep(const nurec_rasterize_lidar_params* p) { return (int64_t)p->tiles_x * p->tiles_y; }
 int slices(void) { return RL_BLOCK / slice_threads(); }
 
-// The walks' one-dimensional grid (tiles/splat_parts_grid_cuda.cuh): slices
-// of the first parts' tiles, then of the later parts' chunks; the glue
-// checked that it fits.
-dim3 sweep_grid(const nurec_rasterize_lidar_params* p, int passes) {
-    return dim3((unsigned)(nurec_splat_grid_units(*p, p->num_sweeps, tiles_per_sweep(p), passes) * slices()));
-}
-
 // Carveout preferences, set once per process (not stream operations).
 void set_carveouts(void) {
     static bool done = false;
     if (done) return;
     done = true;
-    cudaFuncSetAttribute(rl_forward_kernel_f32, cudaFuncAttributePreferredSharedMemoryCarveout, RL_FWD_CARVEOUT);
-    cudaFuncSetAttribute(rl_forward_kernel_f64, cudaFuncAttributePreferredSharedMemoryCarveout, RL_FWD_CARVEOUT);
-    cudaFuncSetAttribute(rl_backward_kernel_f32<false>, cudaFuncAttributePreferredSharedMemoryCarveout, RL_BWD_CARVEOUT);
-    cudaFuncSetAttribute(rl_backward_kernel_f64<false>, cudaFuncAttributePreferredSharedMemoryCarveout, RL_BWD_CARVEOUT);
-    cudaFuncSetAttribute(rl_backward_kernel_f32<true>, cudaFuncAttributePreferredSharedMemoryCarveout, RL_BWD_CARVEOUT);
-    cudaFuncSetAttribute(rl_backward_kernel_f64<true>, cudaFuncAttributePreferredSharedMemoryCarveout, RL_BWD_CARVEOUT);
+    const void* fwd[] = {(const void*)rl_forward_kernel_f32<false>, (const void*)rl_forward_kernel_f32<true>,
+                         (const void*)rl_forward_kernel_f64<false>, (const void*)rl_forward_kernel_f64<true>};
+    /* <kAbs, kList>: each on both grids */
+    const void* bwd[] = {(const void*)rl_backward_kernel_f32<false, false>,
+                         (const void*)rl_backward_kernel_f32<false, true>,
+                         (const void*)rl_backward_kernel_f32<true, false>,
+                         (const void*)rl_backward_kernel_f32<true, true>,
+                         (const void*)rl_backward_kernel_f64<false, false>,
+                         (const void*)rl_backward_kernel_f64<false, true>,
+                         (const void*)rl_backward_kernel_f64<true, false>,
+                         (const void*)rl_backward_kernel_f64<true, true>};
+    for (const void* k : fwd) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, RL_FWD_CARVEOUT);
+    for (const void* k : bwd) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, RL_BWD_CARVEOUT);
     cudaGetLastError();
 }
 
@@ -175,11 +176,13 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
     int st = nurec_tiles_bin_cuda(&t, stream);
     if (st != NUREC_OK) return st;
     if (p_in->num_sweeps == 0 || p_in->rows == 0 || p_in->cols == 0 || p_in->channels == 0) return NUREC_OK;
-    const size_t later_at = nurec_splat_later_offset(nurec_tiles_workspace_bytes(&t));
-    const nurec_rasterize_lidar_params q = nurec_splat_with_parts_grid(
-        p_in, p_in->segments > 1 ? (int64_t*)((char*)p_in->workspace + later_at) : NULL);
+    const nurec_rasterize_lidar_params q =
+        nurec_splat_forward_grid(p_in, nurec_tiles_workspace_bytes(&t), p_in->num_sweeps * num_passes(p_in));
     const nurec_rasterize_lidar_params* p = &q;
     int passes = num_passes(p);
+    const int64_t C = p->num_sweeps;
+    const int sl = slices();
+    const unsigned th = (unsigned)slice_threads();
     if (nurec_splat_later_parts(q, p->num_sweeps * tiles_per_sweep(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
     if (p->segments > 1) {
         const size_t rays = (size_t)(p->num_sweeps * p->rows * (int64_t)p->cols);
@@ -193,8 +196,12 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
             cudaMemsetAsync(p->seg_last, 0, sizeof(int32_t) * cells, s) != cudaSuccess)
             return NUREC_ERR_CUDA;
     }
-    if (f64) rl_forward_kernel_f64<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
-    else rl_forward_kernel_f32<<<sweep_grid(p, passes), slice_threads(), 0, s>>>(*p, passes);
+    if (f64)
+        nurec_splat_walk(rl_forward_kernel_f64<false>, rl_forward_kernel_f64<true>,
+                         q, C, passes, sl, th, s, false, passes);
+    else
+        nurec_splat_walk(rl_forward_kernel_f32<false>, rl_forward_kernel_f32<true>,
+                         q, C, passes, sl, th, s, false, passes);
     if (p->segments > 1) { /* chain the parts of the long lists; walk again where the cut-off falls */
         unsigned b = blocks_for(p->num_sweeps * p->rows * (int64_t)p->cols, RL_PROJ_THREADS);
         for (int phase = 0; phase < 2; ++phase) {
@@ -203,10 +210,12 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
             else rl_combine_kernel_f32<<<b, RL_PROJ_THREADS, 0, s>>>(*p, phase);
             if (phase == 1) break;
             /* the second walk: later parts only (a first part is never walked again) */
-            nurec_rasterize_lidar_params later = q;
-            const dim3 g2 = nurec_splat_later_grid(&later, q.num_sweeps, tiles_per_sweep(p), passes, slices());
-            if (f64) rl_forward_fixup_kernel_f64<<<g2, slice_threads(), 0, s>>>(later, passes);
-            else rl_forward_fixup_kernel_f32<<<g2, slice_threads(), 0, s>>>(later, passes);
+            if (f64)
+                nurec_splat_walk(rl_forward_fixup_kernel_f64<false>, rl_forward_fixup_kernel_f64<true>,
+                                 q, C, passes, sl, th, s, true, passes);
+            else
+                nurec_splat_walk(rl_forward_fixup_kernel_f32<false>, rl_forward_fixup_kernel_f32<true>,
+                                 q, C, passes, sl, th, s, true, passes);
         }
     }
     return ok();
@@ -215,7 +224,7 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
 extern "C" int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_params* p_in, void* stream) {
     if (p_in->dtype != NUREC_F32 && p_in->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
     const nurec_rasterize_lidar_params q =
-        nurec_splat_with_parts_grid(p_in, p_in->segments > 1 ? p_in->seg_later : NULL);
+        nurec_splat_with_parts_grid(p_in, p_in->seg_later, p_in->num_sweeps * num_passes(p_in));
     const nurec_rasterize_lidar_params* p = &q;
     cudaStream_t s = (cudaStream_t)stream;
     const bool f64 = p->dtype == NUREC_F64;
@@ -231,14 +240,23 @@ extern "C" int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_p
     if (C > 0 && p->rows > 0 && p->cols > 0 && p->channels > 0) {
         int passes = num_passes(p);
         const bool ab = p->absgrad != 0;
-        const dim3 grid = sweep_grid(p, passes);
+        const int sl = slices();
+        const unsigned th = (unsigned)slice_threads();
         if (nurec_splat_later_parts(q, C * tiles_per_sweep(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
         if (f64) {
-            if (ab) rl_backward_kernel_f64<true><<<grid, slice_threads(), 0, s>>>(*p, passes);
-            else rl_backward_kernel_f64<false><<<grid, slice_threads(), 0, s>>>(*p, passes);
+            if (ab)
+                nurec_splat_walk(rl_backward_kernel_f64<true, false>, rl_backward_kernel_f64<true, true>,
+                                 q, C, passes, sl, th, s, false, passes);
+            else
+                nurec_splat_walk(rl_backward_kernel_f64<false, false>, rl_backward_kernel_f64<false, true>,
+                                 q, C, passes, sl, th, s, false, passes);
         } else {
-            if (ab) rl_backward_kernel_f32<true><<<grid, slice_threads(), 0, s>>>(*p, passes);
-            else rl_backward_kernel_f32<false><<<grid, slice_threads(), 0, s>>>(*p, passes);
+            if (ab)
+                nurec_splat_walk(rl_backward_kernel_f32<true, false>, rl_backward_kernel_f32<true, true>,
+                                 q, C, passes, sl, th, s, false, passes);
+            else
+                nurec_splat_walk(rl_backward_kernel_f32<false, false>, rl_backward_kernel_f32<false, true>,
+                                 q, C, passes, sl, th, s, false, passes);
         }
         if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
     }

@@ -216,10 +216,12 @@ NUREC_HD_DEV void NR(rl_bcast)(const NR(rl_entry)* x, int src, NR(rl_entry)* y) 
  * kernels' critical path, whatever the tiling (benchmarks/RESULTS.md). A list
  * longer than p.segment_min is cut into up to p.segments parts of at least
  * segment_min entries, each composited from T = 1 by its own blocks; the
- * combine kernel below chains them per ray. The grid is the camera's
- * (tiles/splat_parts_grid_cuda.cuh): one-dimensional, the first parts a
- * unit of slices per (sweep, pass, tile), then a unit per chunk of the list
- * for the later parts; a unit with no part leaves at once. */
+ * combine kernel below chains them per ray. The grids are the camera's
+ * (tiles/splat_parts_grid_cuda.cuh): where lists are cut the list's (kList:
+ * one dimension, a unit of slices per (sweep, pass, tile) for the first
+ * parts, then a unit per chunk of the list for the later parts; a unit with
+ * no part leaves at once), else the 3-D grid (x: tile column x slices, y:
+ * tile row, z: (sweep, pass)). */
 typedef struct NR(rl_place) {
     int64_t cz, tile, start, end, lo, hi; /* sweep; tile; its list; this block's part */
     int pass, i, j;                       /* channel pass; this thread's ray */
@@ -229,16 +231,16 @@ typedef struct NR(rl_place) {
 } NR(rl_place);
 
 /* false: this block has no part to work on (uniform over the block). */
+template <bool kList>
 NUREC_HD_DEV bool NR(rl_place_of)(const nurec_rasterize_lidar_params& p, int passes, NR(rl_place)* w) {
     const int per_tile = RL_BLOCK / blockDim.x;
-    const int64_t tiles = (int64_t)p.tiles_x * p.tiles_y;
     nurec_splat_block b;
-    if (!nurec_splat_block_of(p, p.num_sweeps, tiles, passes, per_tile, &b)) return false;
+    if (!nurec_splat_block_of<kList>(p, p.num_sweeps, passes, per_tile, &b)) return false;
     w->seg = b.seg;
     w->pass = b.pass;
     w->tile = b.tile;
     w->cz = b.image;
-    const int ty = (int)(b.in_image / (unsigned)p.tiles_x), tx = (int)(b.in_image - (unsigned)ty * p.tiles_x);
+    const int ty = b.ty, tx = b.tx;
     const int tid = b.slice * blockDim.x + threadIdx.x;
     w->cell = tid;
     w->j = tx * NUREC_RL_TILE_COLS + (tid % NUREC_RL_TILE_COLS);
@@ -260,11 +262,12 @@ NUREC_HD_DEV bool NR(rl_place_of)(const nurec_rasterize_lidar_params& p, int pas
  * fixup = 1: the second walk of the parts where a ray's cut-off falls (see
  * the combine kernel): only those rays, from their transmittance at the
  * part's start. */
+template <bool kList>
 __device__ __forceinline__ void NR(rl_forward_body)(const nurec_rasterize_lidar_params& p, int passes,
                                                    const int fixup) {
     const int lane = threadIdx.x & 31;
     NR(rl_place) w;
-    if (!NR(rl_place_of)(p, passes, &w)) return;
+    if (!NR(rl_place_of)<kList>(p, passes, &w)) return;
     if (fixup && (!w.multi || w.seg == 0)) return; /* a first part is never walked again */
     const int64_t cz = w.cz, start = w.start, D = p.channels;
     const int pass = w.pass, i = w.i, j = w.j;
@@ -354,12 +357,17 @@ __device__ __forceinline__ void NR(rl_forward_body)(const nurec_rasterize_lidar_
     }
 }
 
-/* Two kernels, so that the first walk does not carry the second's registers. */
+/* Two kernels, so that the first walk does not carry the second's registers;
+ * each on the 3-D grid and on the list's (kList). */
+template <bool kList>
 __global__ void RL_FWD_BOUNDS
-NR(rl_forward_kernel)(nurec_rasterize_lidar_params p, int passes) { NR(rl_forward_body)(p, passes, 0); }
+NR(rl_forward_kernel)(nurec_rasterize_lidar_params p, int passes) { NR(rl_forward_body)<kList>(p, passes, 0); }
 
+template <bool kList>
 __global__ void RL_FWD_BOUNDS
-NR(rl_forward_fixup_kernel)(nurec_rasterize_lidar_params p, int passes) { NR(rl_forward_body)(p, passes, 1); }
+NR(rl_forward_fixup_kernel)(nurec_rasterize_lidar_params p, int passes) {
+    NR(rl_forward_body)<kList>(p, passes, 1);
+}
 
 /* The lidar's cells for the shared combine (tiles/splat_combine_cuda.cuh):
  * canonical rays; the outputs go to the user's columns. */
@@ -407,13 +415,13 @@ NR(rl_combine_kernel)(nurec_rasterize_lidar_params p, int phase) {
 /* kAbs: SPEC 8's absgrad is written (a build of its own, so that the plain
  * backward keeps its registers and stack: with a runtime test its f32
  * build spilled 8 bytes more) */
-template <bool kAbs>
+template <bool kAbs, bool kList>
 __global__ void __launch_bounds__(RL_BLOCK, sizeof(real_t) == 4 ? RL_BWD_MIN_BLOCKS_F32 : RL_BWD_MIN_BLOCKS_F64)
 NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
     if (p.status[1] != 0) return; /* overflowed forward (uniform over the grid) */
     const int lane = threadIdx.x & 31;
     NR(rl_place) w;
-    if (!NR(rl_place_of)(p, passes, &w)) return;
+    if (!NR(rl_place_of)<kList>(p, passes, &w)) return;
     const int64_t start = w.start, D = p.channels, N = p.num_gaussians;
     const int pass = w.pass, i = w.i, j = w.j;
     const bool inside = w.inside;

@@ -96,16 +96,19 @@ RlInputs rl_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     return in;
 }
 
-// CUDA grid limit of the per-tile kernels: one dimension of slices of
-// (sweeps x channel passes of 2 x tiles) first parts and (passes x
-// capacity / segment_min) later parts (tiles/splat_parts_grid_cuda.cuh; the
-// dense layout, for measuring, has a unit per part).
+// CUDA grid limits of the per-tile kernels (tiles/splat_parts_grid_cuda.cuh):
+// the 3-D grid (y: tile rows, z: sweeps x channel passes of 2) and, where
+// lists are cut, the list's one dimension of slices of sweeps x passes x
+// tiles first parts and passes x capacity / segment_min later parts (the
+// dense layout, for measuring, falls back to the list's where its grid
+// would not fit).
 void rl_check_grid(const char* op, const nurec_rasterize_lidar_params& p, int64_t capacity) {
-    const int64_t parts = p.segments > 1 ? p.segments : 1, passes = (p.channels + 1) / 2;
+    const int64_t passes = (p.channels + 1) / 2;
     const int64_t chunks = nurec_splat_part_chunks(p.segments, capacity, p.segment_min);
-    const int64_t units = p.num_sweeps * passes * (int64_t)p.tiles_x * p.tiles_y * parts + passes * chunks;
-    NUREC_CHECK(units <= INT32_MAX / (NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS / 32), "nurec_ops.", op,
-                ": too many rows, sweeps, feature channels or segments for one CUDA launch");
+    const int64_t units = p.num_sweeps * passes * (int64_t)p.tiles_x * p.tiles_y + passes * chunks;
+    NUREC_CHECK(p.tiles_y <= 65535 && p.num_sweeps * passes <= 65535 &&
+                    (chunks == 0 || units <= INT32_MAX / (NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS / 32)),
+                "nurec_ops.", op, ": too many rows, sweeps, feature channels or segments for one CUDA launch");
 }
 
 // SPEC 7 for a lidar: the poses at the sweeps' ends [C, 4, 4] (the kernels
@@ -217,7 +220,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     p.grad_records = grad_records.data_ptr();
     SplatGrads g = splat_grads(in.means, p, empty_like_shape(in.means, {N, D}));
     if (!in.means.is_cpu()) rl_check_grid(op, p, p.capacity);
-    Tensor later = splat_later_parts_buffer(in.means, p);
+    const std::optional<Tensor> later = splat_later_parts_buffer(in.means, p);
     splat_check_status(op, launch(op, in.means, p, nurec_rasterize_lidar_backward_cpu,
                                   NUREC_CUDA_ONLY(nurec_rasterize_lidar_backward_cuda)));
     return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records};

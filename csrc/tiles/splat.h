@@ -78,7 +78,8 @@
     /* the walks' grid (tiles/splat_parts_grid_cuda.cuh; set by the launcher): */ \
     int64_t seg_chunks;      /* chunks of segment_min entries; 0: a block per (tile, part) */ \
     int64_t* seg_later;      /* [seg_chunks] the later part starting in each chunk, -1: none */ \
-    int64_t block_base;      /* added to blockIdx.x (a launch of the later parts alone) */ \
+    int grid_parts;          /* parts per tile in the 3-D grid: segments dense, else 1 */ \
+    int64_t block_base;      /* added to blockIdx.x in the list's grid (a launch of the later parts alone) */ \
     void* workspace;         /* CUDA binning scratch */ \
     size_t workspace_bytes; \
     void* alpha;             /* [C, cells] forward output */ \

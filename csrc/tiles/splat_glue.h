@@ -5,6 +5,7 @@
 #define NUREC_SPLAT_GLUE_H
 
 #include <algorithm>
+#include <optional>
 
 #include "glue_launch.h"
 
@@ -323,13 +324,17 @@ void splat_segments_saved(const char* op, const Tensor& means, Params& p, int64_
 
 // The backward's list of later parts (CUDA, where lists are cut: the walks'
 // grid, tiles/splat_parts_grid_cuda.cuh; the forward keeps its own in the
-// binning workspace): allocated and bound after splat_segments_saved; an
-// empty tensor where none is needed. What it returns must outlive the launch.
+// binning workspace): allocated and bound after splat_segments_saved;
+// nothing where none is needed (no allocation on the CPU or an uncut
+// backward: host time of every step). What it returns must outlive the
+// launch.
 template <class Params>
-Tensor splat_later_parts_buffer(const Tensor& like, Params& p) {
+std::optional<Tensor> splat_later_parts_buffer(const Tensor& like, Params& p) {
     const int64_t chunks = like.is_cpu() ? 0 : nurec_splat_part_chunks(p.segments, p.capacity, p.segment_min);
+    p.seg_later = nullptr;
+    if (chunks == 0) return std::nullopt;
     Tensor later = empty_dense(like, {chunks}, aoti_torch_dtype_int64());
-    p.seg_later = chunks > 0 ? (int64_t*)later.data_ptr() : nullptr;
+    p.seg_later = (int64_t*)later.data_ptr();
     return later;
 }
 

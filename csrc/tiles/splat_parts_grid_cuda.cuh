@@ -1,4 +1,4 @@
-/* The grid of the per-tile walks when long lists are cut into parts (CUDA;
+/* The grids of the per-tile walks when long lists are cut into parts (CUDA;
  * both rasterizers' forward walk, second walk and backward).
  *
  * Why: a grid with a block for every (tile, part) up to p.segments launched
@@ -17,19 +17,28 @@
  *   later part that starts there, -1 for none (a memset and one thread per
  *   tile: nurec_splat_later_parts).
  * - Block b of a one-dimensional grid: b < C x passes x tiles per image is
- *   (camera, pass, tile)'s first part, in the old grid's order; the
+ *   (camera, pass, tile)'s first part, in the 3-D grid's order; the
  *   p.seg_chunks x passes blocks after them (pass-major) each take a chunk's
  *   later part, or leave. So every later part is dispatched after every
- *   first part of its pass, as before (its walk looks for the cells an
- *   earlier part already stopped: p.last), and the grid has at most
- *   capacity / segment_min later-part blocks whatever p.segments is.
+ *   first part of its pass (its walk looks for the cells an earlier part
+ *   already stopped: p.last), and the grid has at most capacity /
+ *   segment_min later-part blocks whatever p.segments is. A second walk
+ *   launches the later parts alone (p.block_base).
  *
- * p.seg_chunks = 0 keeps the dense layout (a block per (tile, part) for
- * every part up to p.segments, in the same one-dimensional grid):
- * NUREC_OPS_SPLAT_PARTS_DENSE=1, for measuring; both give the same bits.
- * p.block_base offsets blockIdx.x, for a launch of only the later parts
- * (the second walk, where first parts have nothing to do). Both
- * rasterizers' walks take this grid (the camera's and the lidar's). */
+ * Where no list is cut (p.seg_chunks = 0) the walks keep the 3-D grid (x:
+ * tile column x slices, y: tile row, z: (image, pass, part)) in kernels of
+ * their own (kList false): the list grid's decode and load on every
+ * block's path made the camera backward's innermost loops 8 SASS
+ * instructions longer (ptxas schedules a kernel as a whole), and three
+ * 1944x1260 garden cameras, uncut, ran fwd+bwd 65 us slower (H200, session
+ * 23). The list grid's later parts in a kernel of their own instead, after
+ * the first parts' (session 24), serialized the two: the small garden
+ * +210 us, the lidar street +280 (a tile's later parts waited for every
+ * first part to end), not kept.
+ *
+ * The dense layout, the 3-D grid with a block per (tile, part) for every
+ * part up to p.grid_parts = p.segments: NUREC_OPS_SPLAT_PARTS_DENSE=1, for
+ * measuring; both give the same bits. */
 #ifndef NUREC_SPLAT_PARTS_GRID_CUDA_CUH
 #define NUREC_SPLAT_PARTS_GRID_CUDA_CUH
 
@@ -40,11 +49,11 @@
 
 /* What one block of a per-tile walk works on. */
 typedef struct nurec_splat_block {
-    int64_t tile;     /* over all images: (image, tile row, tile column) */
-    int64_t image;    /* its image (camera or sweep) */
-    unsigned in_image; /* its place in the image's tiles, row-major */
+    int64_t tile;  /* over all images: (image, tile row, tile column) */
+    int64_t image; /* its image (camera or sweep) */
+    int tx, ty;    /* its tile column and row */
     int pass, seg;
-    int slice;        /* which of the tile's `slices` blocks */
+    int slice;     /* which of the tile's `slices` blocks */
 } nurec_splat_block;
 
 /* The later parts' list (see above), from the tile ranges of the binning
@@ -83,78 +92,73 @@ cudaError_t nurec_splat_later_parts(const Params& p, int64_t ntiles, cudaStream_
     return cudaGetLastError();
 }
 
-/* Units (a unit: `slices` blocks) of the first parts (or of every part,
- * dense) and of the whole grid, for `tiles` tiles per image and `images`
- * images. */
-template <typename Params>
-__host__ __device__ inline int64_t nurec_splat_first_units(const Params& p, int64_t images, int64_t tiles,
-                                                           int passes) {
-    const int64_t dense = p.seg_chunks == 0 && p.segments > 1 ? p.segments : 1;
-    return images * passes * tiles * dense;
-}
-
-template <typename Params>
-__host__ __device__ inline int64_t nurec_splat_grid_units(const Params& p, int64_t images, int64_t tiles,
-                                                          int passes) {
-    return nurec_splat_first_units(p, images, tiles, passes) + (int64_t)passes * p.seg_chunks;
-}
-
-/* Block blockIdx.x + p.block_base's (tile, pass, part, slice); false: a
- * chunk where no later part starts (uniform over the block: it leaves). In
- * 32 bits (the glue keeps the grid under 2^31 blocks, and the tiles of all
- * images under 2^31): a block pays this before any work, and with 64-bit
- * divisions, emulated, three 1944x1260 garden cameras (87,000 blocks a
- * kernel, no parts) ran fwd+bwd 95 us slower than on the old 3-D grid, in
- * 32 bits 65 us (H200, session 23; the rest is not explained yet). */
-template <typename Params>
-__device__ __forceinline__ bool nurec_splat_block_of(const Params& p, int64_t images, int64_t tiles, int passes,
-                                                     int slices, nurec_splat_block* o) {
-    (void)images;
+/* The block's (tile, pass, part, slice) in a walk's kernel on the 3-D grid
+ * (kList false: no list cut, or the dense layout) or on the list's grid
+ * (kList true: one dimension, p.block_base added to blockIdx.x); false: a
+ * chunk where no later part starts (uniform over the block: it leaves). The
+ * list's grid decodes in 32 bits (the glue keeps it and the tiles of all
+ * `images` under 2^31): a block pays this before any work, and with 64-bit
+ * divisions, emulated, three 1944x1260 garden cameras ran fwd+bwd 95 us
+ * slower than on the 3-D grid, in 32 bits 65 us (H200, session 23). */
+template <bool kList, typename Params>
+__device__ __forceinline__ bool nurec_splat_block_of(const Params& p, int64_t images, int passes, int slices,
+                                                     nurec_splat_block* o) {
+    if (!kList) {
+        const int nseg = p.grid_parts;
+        const int64_t czp = blockIdx.z / nseg;
+        o->seg = (int)(blockIdx.z - czp * nseg);
+        o->image = czp / passes;
+        o->pass = (int)(czp - o->image * passes);
+        o->tx = blockIdx.x / slices;
+        o->slice = blockIdx.x - o->tx * slices;
+        o->ty = blockIdx.y;
+        o->tile = (o->image * p.tiles_y + o->ty) * p.tiles_x + o->tx;
+        return true;
+    }
     const unsigned g = blockIdx.x + (unsigned)p.block_base;
     const unsigned b = slices == 1 ? g : g / (unsigned)slices;
     o->slice = (int)(g - b * (unsigned)slices);
-    const unsigned T = (unsigned)tiles, P = (unsigned)passes;
-    const unsigned first = (unsigned)nurec_splat_first_units(p, images, tiles, passes);
-    if (b < first) { /* (image, pass, part, tile), the tile fastest: the old 3-D grid's order */
-        const unsigned nseg = p.seg_chunks == 0 && p.segments > 1 ? (unsigned)p.segments : 1u;
-        unsigned r = b / T;
-        o->in_image = b - r * T;
-        unsigned seg = 0;
-        if (nseg > 1) {
-            const unsigned q = r / nseg;
-            seg = r - q * nseg;
-            r = q;
-        }
-        o->seg = (int)seg;
-        const unsigned img = P == 1 ? r : r / P;
+    const unsigned X = (unsigned)p.tiles_x, T = X * (unsigned)p.tiles_y, P = (unsigned)passes;
+    const unsigned first = (unsigned)images * P * T;
+    unsigned img, in_image;
+    if (b < first) { /* (image, pass, tile), the tile fastest: the 3-D grid's order */
+        const unsigned r = b / T;
+        in_image = b - r * T;
+        img = P == 1 ? r : r / P;
         o->pass = (int)(r - img * P);
-        o->image = img;
-        o->tile = (int64_t)img * T + o->in_image;
-        return true;
+        o->seg = 0;
+        o->tile = (int64_t)img * T + in_image;
+    } else {
+        const unsigned e = b - first, C = (unsigned)p.seg_chunks;
+        const unsigned pass = P == 1 ? 0u : e / C;
+        o->pass = (int)pass;
+        const int64_t v = p.seg_later[e - pass * C];
+        if (v < 0) return false;
+        const unsigned t = (unsigned)(v / NUREC_SPLAT_MAX_SEGMENTS); /* a power of two: a shift */
+        o->seg = (int)(v - (int64_t)t * NUREC_SPLAT_MAX_SEGMENTS);
+        o->tile = t;
+        img = t / T;
+        in_image = t - img * T;
     }
-    const unsigned e = b - first;
-    const unsigned C = (unsigned)p.seg_chunks;
-    const unsigned pass = P == 1 ? 0u : e / C;
-    o->pass = (int)pass;
-    const int64_t v = p.seg_later[e - pass * C];
-    if (v < 0) return false;
-    const unsigned t = (unsigned)(v / NUREC_SPLAT_MAX_SEGMENTS); /* a power of two: a shift */
-    o->seg = (int)(v - (int64_t)t * NUREC_SPLAT_MAX_SEGMENTS);
-    o->tile = t;
-    o->image = t / T;
-    o->in_image = t - (unsigned)o->image * T;
+    o->image = img;
+    o->ty = (int)(in_image / X);
+    o->tx = (int)(in_image - (unsigned)o->ty * X);
     return true;
 }
 
-/* A launcher's copy of its params with the walks' grid chosen: the later
- * parts' list at `later` (the forward's workspace, the backward's own
- * buffer; NULL where lists are not cut), or the dense layout. */
+/* A launcher's copy of its params with the walks' grids chosen, for
+ * `image_passes` images x channel passes: the later parts' list at `later`
+ * (the forward's workspace, the backward's own buffer; NULL, or no list
+ * cut: none), or the dense layout where its z (image_passes x segments)
+ * fits a grid (the glue checked the compact layout's). */
 template <typename Params>
-Params nurec_splat_with_parts_grid(const Params* p, int64_t* later) {
+Params nurec_splat_with_parts_grid(const Params* p, int64_t* later, int64_t image_passes) {
     Params q = *p;
-    q.seg_chunks = later && !nurec_splat_parts_dense()
-                       ? nurec_splat_part_chunks(p->segments, p->capacity, p->segment_min) : 0;
-    q.seg_later = later;
+    const int64_t chunks = nurec_splat_part_chunks(p->segments, p->capacity, p->segment_min);
+    const bool dense = nurec_splat_parts_dense() && p->segments > 1 && image_passes * p->segments <= 65535;
+    q.seg_chunks = later && !dense ? chunks : 0;
+    q.seg_later = q.seg_chunks > 0 ? later : NULL;
+    q.grid_parts = dense ? p->segments : 1;
     q.block_base = 0;
     return q;
 }
@@ -170,13 +174,32 @@ size_t nurec_splat_workspace_bytes(const Params* p, size_t tiles_bytes) {
            sizeof(int64_t) * (size_t)nurec_splat_part_chunks(p->segments, p->capacity, p->segment_min);
 }
 
-/* The grid of a second walk: the later parts alone (first parts are never
- * walked again), or, dense, the whole grid. Sets q's block_base. */
+/* The forward's params with its grids: the later parts' list in its
+ * workspace, after the binning's `tiles_bytes`. */
 template <typename Params>
-dim3 nurec_splat_later_grid(Params* q, int64_t images, int64_t tiles, int passes, int slices) {
-    if (q->seg_chunks == 0) return dim3((unsigned)(nurec_splat_grid_units(*q, images, tiles, passes) * slices));
-    q->block_base = nurec_splat_first_units(*q, images, tiles, passes) * slices;
-    return dim3((unsigned)((int64_t)passes * q->seg_chunks * slices));
+Params nurec_splat_forward_grid(const Params* p, size_t tiles_bytes, int64_t image_passes) {
+    return nurec_splat_with_parts_grid(p, (int64_t*)((char*)p->workspace + nurec_splat_later_offset(tiles_bytes)),
+                                       image_passes);
+}
+
+/* One walk of the tiles of `images` images: where lists are cut, the
+ * list's grid (first parts, then the chunks' later parts; `second`: a
+ * second walk, where first parts have nothing to do, the later parts
+ * alone), else the 3-D grid (every part in it, dense). */
+template <typename Params, typename... Args>
+void nurec_splat_walk(void (*grid3d)(Params, Args...), void (*list)(Params, Args...), const Params& q,
+                      int64_t images, int passes, int slices, unsigned threads, cudaStream_t s, bool second,
+                      Args... args) {
+    if (q.seg_chunks == 0) {
+        grid3d<<<dim3((unsigned)(q.tiles_x * slices), (unsigned)q.tiles_y, (unsigned)(images * passes * q.grid_parts)),
+                 threads, 0, s>>>(q, args...);
+        return;
+    }
+    Params r = q;
+    const int64_t first = images * passes * (int64_t)q.tiles_x * q.tiles_y;
+    const int64_t skip = second ? first : 0;
+    r.block_base = skip * slices;
+    list<<<dim3((unsigned)((first + (int64_t)passes * q.seg_chunks - skip) * slices)), threads, 0, s>>>(r, args...);
 }
 
 #endif /* NUREC_SPLAT_PARTS_GRID_CUDA_CUH */
