@@ -76,7 +76,7 @@
     void* seg_state;         /* [seg_slots, cells per tile, D + 2]: features, depth, T */ \
     int32_t* seg_last;       /* [seg_slots, cells per tile]: last entry | NUREC_SPLAT_SEG_* flags */ \
     /* the walks' grid (tiles/splat_parts_grid_cuda.cuh; set by the launcher): */ \
-    int64_t seg_chunks;      /* chunks of segment_min entries; 0: a block per (tile, part) */ \
+    int64_t seg_chunks;      /* chunks of segment_min entries; 0: the 3-D grid (no list cut, or dense) */ \
     int64_t* seg_later;      /* [seg_chunks] the later part starting in each chunk, -1: none */ \
     int grid_parts;          /* parts per tile in the 3-D grid: segments dense, else 1 */ \
     int64_t block_base;      /* added to blockIdx.x in the list's grid (a launch of the later parts alone) */ \
