@@ -191,6 +191,16 @@ def part_slots(segments, capacity, segment_min, tiles):
     return max(-(-slots // segments), 1)
 
 
+def part_chunks(segments, capacity, segment_min):
+    """Entries of a rasterizer forward's later-parts list `seg_later` in
+    its fake kernel (tiles/splat_math.h's nurec_splat_part_chunks): chunks
+    of segment_min entries of the capacity where lists are cut (S > 1), else
+    0."""
+    if segments <= 1 or capacity <= 0 or segment_min <= 0:
+        return 0
+    return -(-capacity // segment_min)
+
+
 def leading(t):
     """Size of t's first dimension, 0 for a scalar (bad input is reported by
     the op's own checks, with the argument's name, not here)."""

@@ -245,14 +245,15 @@ def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, 
     return (e((C, H, W, D)), e((C, H, W, 1)), e((C, H, W, 1)), e((C, N, 8)), e((C, N), dtype=i64),
             e((C * N * 3 if sh_degree >= 0 else 0,)), e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64),
             e((C, H, W)), e((C, H, W), dtype=i32), e((2,), dtype=i64), e((S, X, _TILE * _TILE, D + 2)),
-            e((S, X, _TILE * _TILE), dtype=i32), e((C if shutter else 0, N)))
+            e((S, X, _TILE * _TILE), dtype=i32), e((C if shutter else 0, N)),
+            e((_binning.part_chunks(S, capacity, segment_min),), dtype=i64))
 
 
 @torch.library.register_fake("nurec_ops::rasterize_camera_bwd")
 def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, opacities, features, viewmats,
                    Ks, backgrounds, records, counts, colors, isect_items, tile_ranges, final_T, last, status,
                    seg_state, seg_last, width, height, near, far, sh_degree, segment_min, camera_model=0,
-                   model_params=None, shutter=0, viewmats_end=None, taus=None, absgrad=False):
+                   model_params=None, shutter=0, viewmats_end=None, taus=None, absgrad=False, seg_later=None):
     C, N, D, K = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats, Ks,
                         backgrounds, width, height, near, far, sh_degree)
     _check_model(_OP + "_backward", C, means, camera_model, model_params)
@@ -268,7 +269,8 @@ def _setup_context(ctx, inputs, output):
     model_params = inputs[17] if len(inputs) > 17 else None
     shutter = inputs[18] if len(inputs) > 18 else 0
     viewmats_end = inputs[19] if len(inputs) > 19 else None
-    _, _, _, records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, taus = output
+    (_, _, _, records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, taus,
+     seg_later) = output
     ctx.set_materialize_grads(False)
     ctx.has_bg = backgrounds is not None
     saved = [means, quats, scales, opacities, features, viewmats, Ks, records, counts, colors, isect,
@@ -276,6 +278,7 @@ def _setup_context(ctx, inputs, output):
     if ctx.has_bg:
         saved.append(backgrounds)
     saved.append(taus)  # each item's own time (SPEC 7; empty for a global shutter)
+    saved.append(seg_later)  # the later parts' list: the backward does not build it again
     ctx.save_for_backward(*saved)
     ctx.cfg = (width, height, near, far, sh_degree, segment_min)
     # the packed camera model and shutter: inputs, constants, never differentiated
@@ -296,7 +299,8 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False):
     (means, quats, scales, opacities, features, viewmats, Ks, records, counts, colors, isect, ranges,
      final_T, last, status, seg_state, seg_last) = saved[:17]
     backgrounds = saved[17] if ctx.has_bg else None
-    taus = saved[-1] if ctx.model[2] else None
+    taus = saved[-2] if ctx.model[2] else None
+    seg_later = saved[-1]
     width, height, near, far, sh_degree, segment_min = ctx.cfg
     C, D = viewmats.shape[0], (3 if sh_degree >= 0 else features.shape[1])
     shape = (C, height, width)
@@ -307,7 +311,7 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False):
     gm, gq, gs, go, gf, grec = ops.rasterize_camera_bwd(
         g_render, g_depth, g_alpha, means, quats, scales, opacities, features, viewmats, Ks, backgrounds,
         records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, width, height, near,
-        far, sh_degree, segment_min, *ctx.model, taus, absgrad)
+        far, sh_degree, segment_min, *ctx.model, taus, absgrad, seg_later)
     g_bg = None
     if ctx.has_bg and ctx.needs_input_grad[7 + getattr(ctx, "input_offset", 0)]:  # backgrounds
         ok = (status[1] == 0).to(g_render.dtype)

@@ -262,14 +262,15 @@ def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, c
             e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64), e((C, R, W)), e((C, R, W), dtype=i32),
             e((2,), dtype=i64), e((S, X, _TILE_ROWS * _TILE_COLS, D + 2)),
             e((S, X, _TILE_ROWS * _TILE_COLS), dtype=i32),
-            e((C if viewmats_end is not None else 0, N)))
+            e((C if viewmats_end is not None else 0, N)),
+            e((_binning.part_chunks(S, capacity, segment_min),), dtype=i64))
 
 
 @torch.library.register_fake("nurec_ops::rasterize_lidar_bwd")
 def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, opacities, features, viewmats,
                    row_elevations, column_azimuths, column_order, row_azimuth_offsets, records, counts,
                    isect_items, tile_ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,
-                   segment_min, viewmats_end=None, column_times=None, taus=None, absgrad=False):
+                   segment_min, viewmats_end=None, column_times=None, taus=None, absgrad=False, seg_later=None):
     C, N, D, R, W = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats,
                            row_elevations, column_azimuths, column_order, row_azimuth_offsets, near, far, eps2d)
     _check_rolling(_OP + "_backward", C, W, means, viewmats_end, column_times)
@@ -286,11 +287,11 @@ def _setup_context(ctx, inputs, output):
      _segments, segment_min, _capacity) = inputs[:16]
     viewmats_end = inputs[16] if len(inputs) > 16 else None
     column_times = inputs[17] if len(inputs) > 17 else None
-    _, _, _, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, taus = output
+    _, _, _, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, taus, seg_later = output
     ctx.set_materialize_grads(False)
     ctx.save_for_backward(means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order,
                           row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last,
-                          taus)
+                          taus, seg_later)
     ctx.cfg = (near, far, eps2d, segment_min)
     ctx.rolling = (viewmats_end, column_times)  # inputs: constants, never differentiated
     ctx.n_inputs = len(inputs)
@@ -306,7 +307,7 @@ def _backward_with_records(ctx, g_feat, g_range, g_alpha, absgrad=False):
     and, with absgrad, SPEC 8's absgrad [C * N, 2] (else None): the records'
     rows then have 16 slots, absgrad in slots 8, 9 (csrc/tiles/splat.h)."""
     (means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order, row_off, records, counts,
-     isect, ranges, final_T, last, status, seg_state, seg_last, taus) = ctx.saved_tensors
+     isect, ranges, final_T, last, status, seg_state, seg_last, taus, seg_later) = ctx.saved_tensors
     near, far, eps2d, segment_min = ctx.cfg
     C, D, R, W = viewmats.shape[0], features.shape[1], row_el.shape[0], col_az.shape[0]
     if g_feat is None:
@@ -316,7 +317,7 @@ def _backward_with_records(ctx, g_feat, g_range, g_alpha, absgrad=False):
     gm, gq, gs, go, gf, grec = ops.rasterize_lidar_bwd(
         g_feat, g_range, g_alpha, means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order,
         row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,
-        segment_min, *ctx.rolling, taus if ctx.rolling[0] is not None else None, absgrad)
+        segment_min, *ctx.rolling, taus if ctx.rolling[0] is not None else None, absgrad, seg_later)
     return (gm, gq, gs, go, gf) + (None,) * (ctx.n_inputs - 5) + (grec, absgrad_of(grec, absgrad))
 
 

@@ -456,6 +456,70 @@ def test_parts_match_one_walk(case, seed, monkeypatch):
     assert ((fwd["seg_last"] & SEG_FIXUP) != 0).any(), "no later part was walked again (no cut-off inside one)"
 
 
+def call_backward(case, fwd_args, fwd, cots, **given):
+    """The row's backward operator on a forward's arguments and outputs (by
+    the schemas' names; the first three arguments are the cotangents of the
+    first three outputs), with those named in `given` replaced."""
+    fwd_func = case.autograd_op.op.default
+    func = getattr(torch.ops.nurec_ops, fwd_func._schema.name.split("::")[1].replace("_fwd", "_bwd")).default
+    by_name = dict(zip([a.name for a in fwd_func._schema.arguments], fwd_args))
+    by_name.update(fwd)
+    args = list(cots[:3])
+    for a in func._schema.arguments[3:]:
+        args.append(given[a.name] if a.name in given else by_name.get(a.name, a.default_value))
+    with torch.no_grad():
+        return func(*args)
+
+
+@gpu
+@pytest.mark.parametrize("case", _parts_params(lambda parts: parts.long is not None))
+def test_backward_takes_the_forwards_later_parts(case, seed):
+    """The forward returns its later parts' list (seg_later: one entry per
+    chunk of segment_min entries of the capacity) and the backward given it,
+    as autograd gives it, walks by it and does not build it again: the
+    gradients of the backward that builds its own (a caller of the operator
+    that passes none), up to the order of its atomics; a list that names no
+    later part drops their gradients (so the given list is the one read).
+    A list of the wrong length is refused, naming it."""
+    s = case.parts.long("cuda", F64)
+    args = forward_args(case, s, segments=8, segment_min=case.parts.long_min)
+    fwd = call_forward(case, args)
+    capacity = args[[a.name for a in case.autograd_op.op.default._schema.arguments].index("capacity")]
+    later = fwd["seg_later"]
+    assert later.dtype == torch.int64 and later.numel() == -(-capacity // case.parts.long_min)
+    assert (later >= 0).any(), "no later part in the scene: nothing compared"
+    g = torch.Generator().manual_seed(seed)
+    outs = list(fwd.values())[:3]
+    cots = [torch.randn(o.shape, generator=g, dtype=F64).to(o.device) for o in outs]
+    poison_allocator("cuda")
+    given = call_backward(case, args, fwd, cots)
+    poison_allocator("cuda")
+    built = call_backward(case, args, fwd, cots, seg_later=None)
+    poison_allocator("cuda")
+    none = call_backward(case, args, fwd, cots, seg_later=torch.full_like(later, -1))
+    for i, (a, b, c) in enumerate(zip(given[:5], built[:5], none[:5])):
+        err = (a - b).norm() / b.norm().clamp_min(1e-300)
+        assert err < 1e-12, (i, err.item())
+    drop = max(((c - b).norm() / b.norm().clamp_min(1e-300)).item() for b, c in zip(built[:5], none[:5]))
+    assert drop > 1e-6, f"the later parts' gradients did not depend on the list given ({drop})"
+    with pytest.raises(RuntimeError, match="seg_later"):
+        call_backward(case, args, fwd, cots, seg_later=later[:-1])
+
+
+@pytest.mark.parametrize("case", _parts_params(lambda parts: parts.long is not None))
+def test_later_parts_empty_on_the_cpu(case, seed):
+    """On the CPU no list is cut: seg_later is empty (the fake kernel's
+    sizes are opcheck's to compare, on both devices), and the backward
+    refuses one that is not."""
+    s = case.parts.long("cpu", F64)
+    args = forward_args(case, s, segments=8, segment_min=case.parts.long_min)
+    fwd = call_forward(case, args)
+    assert fwd["seg_later"].shape == (0,) and fwd["seg_later"].dtype == torch.int64
+    cots = [torch.zeros_like(o) for o in list(fwd.values())[:3]]
+    with pytest.raises(RuntimeError, match="seg_later"):
+        call_backward(case, args, fwd, cots, seg_later=torch.zeros(3, dtype=torch.int64))
+
+
 @gpu
 @pytest.mark.parametrize("case", _parts_params(lambda parts: parts.long is not None))
 def test_parts_outputs_same_every_call(case):

@@ -2,12 +2,13 @@
  * its own: nurec_rasterize_camera_project_cuda) ->
  * tile binning (tiles.cu: scan, emit, radix sort, ranges) -> per-tile
  * compositing (1 launch; its grid: tiles/splat_parts_grid_cuda.cuh) ->
- * when lists may be cut: the later parts' list (a memset and 1 launch) and
- * two memsets before, and after it combining the parts per pixel, a second
- * walk of the later parts where pixels reach the cut-off, and the end of
- * the combining (3 launches). Backward: two memsets (and the later parts'
- * list where cut), the per-tile sweep (per part; its own
- * kernel: register budget, batch size and shared-memory carveout of its own)
+ * when lists may be cut: the later parts' list (an output of the op: a
+ * memset and 1 launch) and two memsets before, and after it combining the
+ * parts per pixel, a second walk of the later parts where pixels reach the
+ * cut-off, and the end of the combining (3 launches). Backward: two
+ * memsets (the later parts' list is the forward's, not built again), the
+ * per-tile sweep (per part; its own kernel: register budget, batch size
+ * and shared-memory carveout of its own)
  * and the per-Gaussian projection VJP. All on the caller's stream, no host
  * synchronization; an overflowed binning (status[1]) turns the outputs and
  * gradients into NaN instead of silently wrong values. */
@@ -106,25 +107,16 @@ int num_passes(const nurec_rasterize_camera_params* p) {
 
 int64_t tiles_per_image(const nurec_rasterize_camera_params* p) { return (int64_t)p->tiles_x * p->tiles_y; }
 
-// Carveout preferences, set once per process (not stream operations).
+// Carveout preferences of the walks, each kernel on both grids (<kAbs, kList> for the backward).
 void set_carveouts(void) {
     static bool done = false;
-    if (done) return;
-    done = true;
-    const void* fwd[] = {(const void*)rc_forward_kernel_f32<false>, (const void*)rc_forward_kernel_f32<true>,
-                         (const void*)rc_forward_kernel_f64<false>, (const void*)rc_forward_kernel_f64<true>};
-    /* <kAbs, kList>: each on both grids */
-    const void* bwd[] = {(const void*)rc_backward_kernel_f32<false, false>,
-                         (const void*)rc_backward_kernel_f32<false, true>,
-                         (const void*)rc_backward_kernel_f32<true, false>,
-                         (const void*)rc_backward_kernel_f32<true, true>,
-                         (const void*)rc_backward_kernel_f64<false, false>,
-                         (const void*)rc_backward_kernel_f64<false, true>,
-                         (const void*)rc_backward_kernel_f64<true, false>,
-                         (const void*)rc_backward_kernel_f64<true, true>};
-    for (const void* k : fwd) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, RC_FWD_CARVEOUT);
-    for (const void* k : bwd) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, RC_BWD_CARVEOUT);
-    cudaGetLastError();
+    static const void* const fwd[] = {NUREC_SPLAT_BOTH_GRIDS1(rc_forward_kernel_f32),
+                                      NUREC_SPLAT_BOTH_GRIDS1(rc_forward_kernel_f64)};
+    static const void* const bwd[] = {NUREC_SPLAT_BOTH_GRIDS(rc_backward_kernel_f32, false),
+                                      NUREC_SPLAT_BOTH_GRIDS(rc_backward_kernel_f32, true),
+                                      NUREC_SPLAT_BOTH_GRIDS(rc_backward_kernel_f64, false),
+                                      NUREC_SPLAT_BOTH_GRIDS(rc_backward_kernel_f64, true)};
+    nurec_splat_set_carveouts(&done, fwd, RC_FWD_CARVEOUT, bwd, RC_BWD_CARVEOUT);
 }
 
 }  // namespace
@@ -132,7 +124,7 @@ void set_carveouts(void) {
 extern "C" size_t nurec_rasterize_camera_workspace_bytes(const nurec_rasterize_camera_params* p) {
     nurec_tiles_params t;
     nurec_rasterize_camera_tiles(p, &t);
-    return nurec_splat_workspace_bytes(p, nurec_tiles_workspace_bytes(&t));
+    return nurec_tiles_workspace_bytes(&t);
 }
 
 extern "C" int nurec_rasterize_camera_project_cuda(const nurec_rasterize_camera_params* p, void* stream) {
@@ -162,13 +154,15 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
     nurec_rasterize_camera_tiles(p_in, &t);
     int st = nurec_tiles_bin_cuda(&t, stream);
     if (st != NUREC_OK) return st;
+    /* an output of the op: filled whatever follows (its backward takes it back) */
+    if (nurec_splat_later_parts(*p_in, p_in->num_cameras * tiles_per_image(p_in), s) != cudaSuccess)
+        return NUREC_ERR_CUDA;
     if (p_in->num_cameras == 0 || p_in->width == 0 || p_in->height == 0 || p_in->channels == 0) return NUREC_OK;
     const nurec_rasterize_camera_params q =
-        nurec_splat_forward_grid(p_in, nurec_tiles_workspace_bytes(&t), p_in->num_cameras * num_passes(p_in));
+        nurec_splat_with_parts_grid(p_in, p_in->seg_later, p_in->num_cameras * num_passes(p_in));
     const nurec_rasterize_camera_params* p = &q;
     int passes = num_passes(p);
     const int64_t C = p->num_cameras;
-    if (nurec_splat_later_parts(q, p->num_cameras * tiles_per_image(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
     if (p->segments > 1) {
         /* the parts' state is an output of the op (for the backward), and some
            of its slots belong to no part (tiles/splat_math.h): zeros there,
@@ -226,7 +220,7 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
     if (gcol > 0 && cudaMemsetAsync(gcol_ptr, 0, gcol, s) != cudaSuccess) return NUREC_ERR_CUDA;
     if (C > 0 && p->width > 0 && p->height > 0 && p->channels > 0) {
         int passes = num_passes(p);
-        if (nurec_splat_later_parts(q, C * tiles_per_image(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
+        if (nurec_splat_later_parts(*p_in, C * tiles_per_image(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
         const bool ab = p->absgrad != 0;
         const unsigned th = RC_BWD_THREADS;
         if (f64) {

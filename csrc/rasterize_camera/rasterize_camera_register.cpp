@@ -155,7 +155,7 @@ void rc_check_grid(const char* op, const Tensor& means, const nurec_rasterize_ca
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
-           Tensor, Tensor>
+           Tensor, Tensor, Tensor>
 rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
                                          Tensor opacities, Tensor features, Tensor viewmats,
                                          Tensor Ks, std::optional<Tensor> backgrounds,
@@ -194,12 +194,13 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
     Tensor seg_state, seg_last;
     splat_segment_buffers(in.means, p, capacity, C * (int64_t)p.tiles_y * p.tiles_x, NUREC_TILE * NUREC_TILE, D,
                           seg_state, seg_last);
+    Tensor seg_later = splat_later_parts_output(in.means, p, capacity);
     p.render = render.data_ptr();
     p.depth = depth.data_ptr();
     p.alpha = alpha.data_ptr();
     b.isect = splat_forward(op, in.means, p, capacity, launchers);
     return {render, depth, alpha, b.records, b.counts, colors, b.isect, b.tile_ranges, b.final_T, b.last,
-            b.status, seg_state, seg_last, taus};
+            b.status, seg_state, seg_last, taus, seg_later};
 }
 
 // The gradients of the Gaussians, and per (camera, Gaussian) item its
@@ -214,7 +215,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
     Tensor seg_state, Tensor seg_last, int64_t width, int64_t height, double near_plane, double far_plane,
     int64_t sh_degree, int64_t segment_min, int64_t camera_model, std::optional<Tensor> model_params,
-    int64_t shutter, std::optional<Tensor> viewmats_end, std::optional<Tensor> taus, bool absgrad) {
+    int64_t shutter, std::optional<Tensor> viewmats_end, std::optional<Tensor> taus, bool absgrad,
+    std::optional<Tensor> seg_later) {
     const char* op = "rasterize_camera_backward";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
@@ -246,7 +248,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     splat_segments_saved(op, means, p, C * (int64_t)p.tiles_y * p.tiles_x, NUREC_TILE * NUREC_TILE, D, seg_state,
                          seg_last, segment_min);
     rc_check_grid(op, in.means, p, p.capacity);
-    const std::optional<Tensor> later = splat_later_parts_buffer(in.means, p);
+    const std::optional<Tensor> later = splat_later_parts_saved(op, in.means, p, seg_later);
     grad_render = dense(grad_render);
     colors = dense(colors);
     p.colors = colors.data_ptr();
@@ -280,14 +282,15 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor? viewmats_end=None) -> (Tensor render, "
           "Tensor depth, Tensor alpha, Tensor records, Tensor counts, Tensor colors, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
-          "Tensor seg_state, Tensor seg_last, Tensor taus)");
+          "Tensor seg_state, Tensor seg_last, Tensor taus, Tensor seg_later)");
     m.def("rasterize_camera_bwd(Tensor grad_render, Tensor? grad_depth, Tensor? grad_alpha, "
           "Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features, "
           "Tensor viewmats, Tensor Ks, Tensor? backgrounds, Tensor records, Tensor counts, "
           "Tensor colors, Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, "
           "Tensor status, Tensor seg_state, Tensor seg_last, int width, int height, float near, "
           "float far, int sh_degree, int segment_min, int camera_model=0, Tensor? model_params=None, "
-          "int shutter=0, Tensor? viewmats_end=None, Tensor? taus=None, bool absgrad=False) -> (Tensor, Tensor, Tensor, "
+          "int shutter=0, Tensor? viewmats_end=None, Tensor? taus=None, bool absgrad=False, "
+          "Tensor? seg_later=None) -> (Tensor, Tensor, Tensor, "
           "Tensor, Tensor, Tensor grad_records)");
 }
 

@@ -5,7 +5,7 @@
  * -> when lists may be cut: the later parts' list (a memset and 1 launch)
  * before, and after it combining the parts per ray, a second walk of the
  * later parts where rays reach the cut-off, and the end of the combining (3
- * launches). Backward: two memsets (and the later parts' list where cut), the
+ * launches). Backward: two memsets (the later parts' list is the forward's), the
  * lidar's own per-tile sweep kernel (register budget, warp-level list walk
  * without shared memory and carveout of its own, not the camera's) and the
  * per-Gaussian projection VJP. All on the
@@ -120,25 +120,16 @@ int slice_threads(void) {
 int64_t tiles_per_sweep(const nurec_rasterize_lidar_params* p) { return (int64_t)p->tiles_x * p->tiles_y; }
 int slices(void) { return RL_BLOCK / slice_threads(); }
 
-// Carveout preferences, set once per process (not stream operations).
+// Carveout preferences of the walks, each kernel on both grids (<kAbs, kList> for the backward).
 void set_carveouts(void) {
     static bool done = false;
-    if (done) return;
-    done = true;
-    const void* fwd[] = {(const void*)rl_forward_kernel_f32<false>, (const void*)rl_forward_kernel_f32<true>,
-                         (const void*)rl_forward_kernel_f64<false>, (const void*)rl_forward_kernel_f64<true>};
-    /* <kAbs, kList>: each on both grids */
-    const void* bwd[] = {(const void*)rl_backward_kernel_f32<false, false>,
-                         (const void*)rl_backward_kernel_f32<false, true>,
-                         (const void*)rl_backward_kernel_f32<true, false>,
-                         (const void*)rl_backward_kernel_f32<true, true>,
-                         (const void*)rl_backward_kernel_f64<false, false>,
-                         (const void*)rl_backward_kernel_f64<false, true>,
-                         (const void*)rl_backward_kernel_f64<true, false>,
-                         (const void*)rl_backward_kernel_f64<true, true>};
-    for (const void* k : fwd) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, RL_FWD_CARVEOUT);
-    for (const void* k : bwd) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, RL_BWD_CARVEOUT);
-    cudaGetLastError();
+    static const void* const fwd[] = {NUREC_SPLAT_BOTH_GRIDS1(rl_forward_kernel_f32),
+                                      NUREC_SPLAT_BOTH_GRIDS1(rl_forward_kernel_f64)};
+    static const void* const bwd[] = {NUREC_SPLAT_BOTH_GRIDS(rl_backward_kernel_f32, false),
+                                      NUREC_SPLAT_BOTH_GRIDS(rl_backward_kernel_f32, true),
+                                      NUREC_SPLAT_BOTH_GRIDS(rl_backward_kernel_f64, false),
+                                      NUREC_SPLAT_BOTH_GRIDS(rl_backward_kernel_f64, true)};
+    nurec_splat_set_carveouts(&done, fwd, RL_FWD_CARVEOUT, bwd, RL_BWD_CARVEOUT);
 }
 
 }  // namespace
@@ -146,7 +137,7 @@ void set_carveouts(void) {
 extern "C" size_t nurec_rasterize_lidar_workspace_bytes(const nurec_rasterize_lidar_params* p) {
     nurec_tiles_params t;
     nurec_rasterize_lidar_tiles(p, &t);
-    return nurec_splat_workspace_bytes(p, nurec_tiles_workspace_bytes(&t));
+    return nurec_tiles_workspace_bytes(&t);
 }
 
 extern "C" int nurec_rasterize_lidar_project_cuda(const nurec_rasterize_lidar_params* p, void* stream) {
@@ -175,15 +166,17 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
     nurec_rasterize_lidar_tiles(p_in, &t);
     int st = nurec_tiles_bin_cuda(&t, stream);
     if (st != NUREC_OK) return st;
+    /* an output of the op: filled whatever follows (its backward takes it back) */
+    if (nurec_splat_later_parts(*p_in, p_in->num_sweeps * tiles_per_sweep(p_in), s) != cudaSuccess)
+        return NUREC_ERR_CUDA;
     if (p_in->num_sweeps == 0 || p_in->rows == 0 || p_in->cols == 0 || p_in->channels == 0) return NUREC_OK;
     const nurec_rasterize_lidar_params q =
-        nurec_splat_forward_grid(p_in, nurec_tiles_workspace_bytes(&t), p_in->num_sweeps * num_passes(p_in));
+        nurec_splat_with_parts_grid(p_in, p_in->seg_later, p_in->num_sweeps * num_passes(p_in));
     const nurec_rasterize_lidar_params* p = &q;
     int passes = num_passes(p);
     const int64_t C = p->num_sweeps;
     const int sl = slices();
     const unsigned th = (unsigned)slice_threads();
-    if (nurec_splat_later_parts(q, p->num_sweeps * tiles_per_sweep(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
     if (p->segments > 1) {
         const size_t rays = (size_t)(p->num_sweeps * p->rows * (int64_t)p->cols);
         const size_t cells = (size_t)p->seg_slots * RL_BLOCK; /* the slots' cells */
@@ -242,7 +235,7 @@ extern "C" int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_p
         const bool ab = p->absgrad != 0;
         const int sl = slices();
         const unsigned th = (unsigned)slice_threads();
-        if (nurec_splat_later_parts(q, C * tiles_per_sweep(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
+        if (nurec_splat_later_parts(*p_in, C * tiles_per_sweep(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
         if (f64) {
             if (ab)
                 nurec_splat_walk(rl_backward_kernel_f64<true, false>, rl_backward_kernel_f64<true, true>,

@@ -134,7 +134,8 @@ void rl_shutter(const char* op, nurec_rasterize_lidar_params& p, const Tensor& m
     p.column_times = keep[1].data_ptr();
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
+           Tensor>
 rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features,
                     Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, Tensor column_order,
                     Tensor row_azimuth_offsets, double near_plane, double far_plane, double eps2d,
@@ -168,12 +169,13 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
     Tensor seg_state, seg_last;
     splat_segment_buffers(in.means, p, capacity, C * (int64_t)p.tiles_y * p.tiles_x,
                           NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS, D, seg_state, seg_last);
+    Tensor seg_later = splat_later_parts_output(in.means, p, capacity);
     p.out_features = out.data_ptr();
     p.range = range.data_ptr();
     p.alpha = alpha.data_ptr();
     b.isect = splat_forward(op, in.means, p, capacity, launchers);
     return {out,      range,  alpha,    b.records, b.counts,  b.isect,
-            b.tile_ranges, b.final_T, b.last, b.status, seg_state, seg_last, taus};
+            b.tile_ranges, b.final_T, b.last, b.status, seg_state, seg_last, taus, seg_later};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
@@ -183,7 +185,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
     Tensor seg_state, Tensor seg_last, double near_plane, double far_plane, double eps2d,
     int64_t segment_min, std::optional<Tensor> viewmats_end, std::optional<Tensor> column_times,
-    std::optional<Tensor> taus, bool absgrad) {
+    std::optional<Tensor> taus, bool absgrad, std::optional<Tensor> seg_later) {
     const char* op = "rasterize_lidar_backward";
     RlInputs in = rl_inputs(op, means, quats, scales, opacities, features, viewmats, row_elevations,
                             column_azimuths, column_order, row_azimuth_offsets, near_plane, far_plane, eps2d);
@@ -220,7 +222,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     p.grad_records = grad_records.data_ptr();
     SplatGrads g = splat_grads(in.means, p, empty_like_shape(in.means, {N, D}));
     if (!in.means.is_cpu()) rl_check_grid(op, p, p.capacity);
-    const std::optional<Tensor> later = splat_later_parts_buffer(in.means, p);
+    const std::optional<Tensor> later = splat_later_parts_saved(op, in.means, p, seg_later);
     splat_check_status(op, launch(op, in.means, p, nurec_rasterize_lidar_backward_cpu,
                                   NUREC_CUDA_ONLY(nurec_rasterize_lidar_backward_cuda)));
     return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records};
@@ -236,14 +238,14 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "int segment_min, int capacity, Tensor? viewmats_end=None, Tensor? column_times=None) -> "
           "(Tensor features_out, Tensor range, Tensor alpha, Tensor records, Tensor counts, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
-          "Tensor seg_state, Tensor seg_last, Tensor taus)");
+          "Tensor seg_state, Tensor seg_last, Tensor taus, Tensor seg_later)");
     m.def("rasterize_lidar_bwd(Tensor grad_features, Tensor? grad_range, Tensor? grad_alpha, "
           "Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features, "
           "Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, Tensor column_order, "
           "Tensor row_azimuth_offsets, Tensor records, Tensor counts, Tensor isect_items, "
           "Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, Tensor seg_state, "
           "Tensor seg_last, float near, float far, float eps2d, int segment_min, Tensor? viewmats_end=None, "
-          "Tensor? column_times=None, Tensor? taus=None, bool absgrad=False) "
+          "Tensor? column_times=None, Tensor? taus=None, bool absgrad=False, Tensor? seg_later=None) "
           "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor grad_records)");
 }
 

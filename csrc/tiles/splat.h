@@ -78,6 +78,7 @@
     /* the walks' grid (tiles/splat_parts_grid_cuda.cuh; set by the launcher): */ \
     int64_t seg_chunks;      /* chunks of segment_min entries; 0: the 3-D grid (no list cut, or dense) */ \
     int64_t* seg_later;      /* [seg_chunks] the later part starting in each chunk, -1: none */ \
+    int seg_later_filled;    /* 1: seg_later holds the forward's list (a backward does not build it again) */ \
     int grid_parts;          /* parts per tile in the 3-D grid: segments dense, else 1 */ \
     int64_t block_base;      /* added to blockIdx.x in the list's grid (a launch of the later parts alone) */ \
     void* workspace;         /* CUDA binning scratch */ \

@@ -322,16 +322,43 @@ void splat_segments_saved(const char* op, const Tensor& means, Params& p, int64_
     p.seg_last = (int32_t*)seg_last.data_ptr();
 }
 
-// The backward's list of later parts (CUDA, where lists are cut: the walks'
-// grid, tiles/splat_parts_grid_cuda.cuh; the forward keeps its own in the
-// binning workspace): allocated and bound after splat_segments_saved;
-// nothing where none is needed (no allocation on the CPU or an uncut
-// backward: host time of every step). What it returns must outlive the
-// launch.
+// The later parts' list (CUDA, where lists are cut: the walks' grid,
+// tiles/splat_parts_grid_cuda.cuh): [chunks] int64, chunks =
+// nurec_splat_part_chunks (0 on the CPU and where no list is cut). The
+// forward fills it and returns it; its backward takes it back and does not
+// build it again (a memset and a launch less per step). Bound to p after
+// splat_segments.
 template <class Params>
-std::optional<Tensor> splat_later_parts_buffer(const Tensor& like, Params& p) {
+Tensor splat_later_parts_output(const Tensor& like, Params& p, int64_t capacity) {
+    const int64_t chunks = like.is_cpu() ? 0 : nurec_splat_part_chunks(p.segments, capacity, p.segment_min);
+    Tensor later = empty_dense(like, {chunks}, aoti_torch_dtype_int64());
+    p.seg_later = chunks > 0 ? (int64_t*)later.data_ptr() : nullptr;
+    p.seg_later_filled = 0;
+    return later;
+}
+
+// The backward's list: the forward's output where the caller passes it
+// (checked against the saved state's parts and capacity), else built again
+// into a buffer of its own (a caller of the op that keeps only the older
+// outputs); nothing where none is needed. After splat_segments_saved (p's
+// segments and capacity are the forward's). What it returns must outlive
+// the launch.
+template <class Params>
+std::optional<Tensor> splat_later_parts_saved(const char* op, const Tensor& like, Params& p,
+                                              std::optional<Tensor>& given) {
     const int64_t chunks = like.is_cpu() ? 0 : nurec_splat_part_chunks(p.segments, p.capacity, p.segment_min);
     p.seg_later = nullptr;
+    p.seg_later_filled = 0;
+    if (given.has_value()) {
+        check_shape(op, "seg_later", *given, {chunks}, "[chunks] (the forward's seg_later)");
+        check_dtype(op, "seg_later", *given, ScalarType::Long);
+        check_device(op, "saved tensors and gradients", *given, like, "means");
+        if (chunks == 0) return std::nullopt;
+        given = dense(*given);
+        p.seg_later = (int64_t*)given->data_ptr();
+        p.seg_later_filled = 1;
+        return std::nullopt;
+    }
     if (chunks == 0) return std::nullopt;
     Tensor later = empty_dense(like, {chunks}, aoti_torch_dtype_int64());
     p.seg_later = (int64_t*)later.data_ptr();

@@ -79,16 +79,21 @@ static inline int nurec_splat_parts_dense(void) {
     return e && e[0] == '1';
 }
 
-/* Fills the later parts' list of p (p.seg_chunks entries at p.seg_later;
- * nothing where there are none). Returns 0, or the CUDA error. */
+/* Fills the later parts' list at p.seg_later (the launcher's params as the
+ * glue bound them: nurec_splat_part_chunks entries, whichever grid the walks
+ * take, so that the forward's output is defined in the dense layout too);
+ * nothing where there are none, or where it holds the forward's list
+ * already (a backward given the forward's output). Returns 0, or the CUDA
+ * error. */
 template <typename Params>
 cudaError_t nurec_splat_later_parts(const Params& p, int64_t ntiles, cudaStream_t s) {
-    if (p.seg_chunks <= 0) return cudaSuccess;
-    cudaError_t e = cudaMemsetAsync(p.seg_later, 0xff, sizeof(int64_t) * (size_t)p.seg_chunks, s);
+    const int64_t chunks = nurec_splat_part_chunks(p.segments, p.capacity, p.segment_min);
+    if (chunks <= 0 || !p.seg_later || p.seg_later_filled) return cudaSuccess;
+    cudaError_t e = cudaMemsetAsync(p.seg_later, 0xff, sizeof(int64_t) * (size_t)chunks, s);
     if (e != cudaSuccess || ntiles == 0) return e;
     const unsigned threads = 256, blocks = (unsigned)((ntiles + threads - 1) / threads);
     nurec_splat_later_parts_kernel<<<blocks, threads, 0, s>>>(p.tile_ranges, p.status, ntiles, p.segments,
-                                                              p.segment_min, p.seg_chunks, p.seg_later);
+                                                              p.segment_min, chunks, p.seg_later);
     return cudaGetLastError();
 }
 
@@ -148,7 +153,7 @@ __device__ __forceinline__ bool nurec_splat_block_of(const Params& p, int64_t im
 
 /* A launcher's copy of its params with the walks' grids chosen, for
  * `image_passes` images x channel passes: the later parts' list at `later`
- * (the forward's workspace, the backward's own buffer; NULL, or no list
+ * (the forward's output, which its backward takes back; NULL, or no list
  * cut: none), or the dense layout where its z (image_passes x segments)
  * fits a grid (the glue checked the compact layout's). */
 template <typename Params>
@@ -161,25 +166,6 @@ Params nurec_splat_with_parts_grid(const Params* p, int64_t* later, int64_t imag
     q.grid_parts = dense ? p->segments : 1;
     q.block_base = 0;
     return q;
-}
-
-/* Where the forward's later-parts list lies in its workspace: after the
- * binning's `tiles_bytes`; and the workspace's whole size. */
-static inline size_t nurec_splat_later_offset(size_t tiles_bytes) { return (tiles_bytes + 255) & ~(size_t)255; }
-
-template <typename Params>
-size_t nurec_splat_workspace_bytes(const Params* p, size_t tiles_bytes) {
-    if (tiles_bytes == 0) return 0;
-    return nurec_splat_later_offset(tiles_bytes) +
-           sizeof(int64_t) * (size_t)nurec_splat_part_chunks(p->segments, p->capacity, p->segment_min);
-}
-
-/* The forward's params with its grids: the later parts' list in its
- * workspace, after the binning's `tiles_bytes`. */
-template <typename Params>
-Params nurec_splat_forward_grid(const Params* p, size_t tiles_bytes, int64_t image_passes) {
-    return nurec_splat_with_parts_grid(p, (int64_t*)((char*)p->workspace + nurec_splat_later_offset(tiles_bytes)),
-                                       image_passes);
 }
 
 /* One walk of the tiles of `images` images: where lists are cut, the
@@ -200,6 +186,25 @@ void nurec_splat_walk(void (*grid3d)(Params, Args...), void (*list)(Params, Args
     const int64_t skip = second ? first : 0;
     r.block_base = skip * slices;
     list<<<dim3((unsigned)((first + (int64_t)passes * q.seg_chunks - skip) * slices)), threads, 0, s>>>(r, args...);
+}
+
+/* A walk kernel on both grids (kList false, true), as the entries of a
+ * list of kernels; `...`: the template arguments before kList. */
+#define NUREC_SPLAT_BOTH_GRIDS(kernel, ...) (const void*)kernel<__VA_ARGS__, false>, (const void*)kernel<__VA_ARGS__, true>
+#define NUREC_SPLAT_BOTH_GRIDS1(kernel) (const void*)kernel<false>, (const void*)kernel<true>
+
+/* A family's shared-memory carveout preferences for its walks: the
+ * forward's kernels at fwd_carveout, the backward's at bwd_carveout. Set
+ * once per process (`*done`): they are not stream operations, and each
+ * cudaFuncSetAttribute is host time. */
+template <size_t F, size_t B>
+void nurec_splat_set_carveouts(bool* done, const void* const (&fwd)[F], int fwd_carveout,
+                               const void* const (&bwd)[B], int bwd_carveout) {
+    if (*done) return;
+    *done = true;
+    for (const void* k : fwd) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, fwd_carveout);
+    for (const void* k : bwd) cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, bwd_carveout);
+    cudaGetLastError();
 }
 
 #endif /* NUREC_SPLAT_PARTS_GRID_CUDA_CUH */
