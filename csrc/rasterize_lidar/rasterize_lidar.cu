@@ -2,11 +2,11 @@
  * (1 launch, a call of its own: nurec_rasterize_lidar_project_cuda) -> tile
  * binning (tiles.cu, boxes mode: scan, emit, radix sort, ranges) ->
  * per-tile compositing (1 launch; its grid: tiles/splat_parts_grid_cuda.cuh)
- * -> when lists may be cut: the later parts' list (a memset and 1 launch)
- * before, and after it combining the parts per ray, a second walk of the
- * later parts where rays reach the cut-off, and the end of the combining (3
- * launches). Backward: two memsets (the later parts' list is the forward's), the
- * lidar's own per-tile sweep kernel (register budget, warp-level list walk
+ * -> when lists may be cut: the later parts' list (an output of the op: a
+ * memset and 1 launch) before, and after it combining the parts per ray, a
+ * second walk of the later parts where rays reach the cut-off, and the end
+ * of the combining (3 launches). Backward: two memsets (the later parts'
+ * list is the forward's, not built again), the lidar's own per-tile sweep kernel (register budget, warp-level list walk
  * without shared memory and carveout of its own, not the camera's) and the
  * per-Gaussian projection VJP. All on the
  * caller's stream, no host synchronization; an overflowed binning
