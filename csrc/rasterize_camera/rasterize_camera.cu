@@ -159,7 +159,7 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
         return NUREC_ERR_CUDA;
     if (p_in->num_cameras == 0 || p_in->width == 0 || p_in->height == 0 || p_in->channels == 0) return NUREC_OK;
     const nurec_rasterize_camera_params q =
-        nurec_splat_with_parts_grid(p_in, p_in->seg_later, p_in->num_cameras * num_passes(p_in));
+        nurec_splat_with_parts_grid(p_in, p_in->num_cameras * num_passes(p_in));
     const nurec_rasterize_camera_params* p = &q;
     int passes = num_passes(p);
     const int64_t C = p->num_cameras;
@@ -203,7 +203,7 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
 extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera_params* p_in, void* stream) {
     if (p_in->dtype != NUREC_F32 && p_in->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
     const nurec_rasterize_camera_params q =
-        nurec_splat_with_parts_grid(p_in, p_in->seg_later, p_in->num_cameras * num_passes(p_in));
+        nurec_splat_with_parts_grid(p_in, p_in->num_cameras * num_passes(p_in));
     const nurec_rasterize_camera_params* p = &q;
     cudaStream_t s = (cudaStream_t)stream;
     const bool f64 = p->dtype == NUREC_F64;

@@ -171,7 +171,7 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
         return NUREC_ERR_CUDA;
     if (p_in->num_sweeps == 0 || p_in->rows == 0 || p_in->cols == 0 || p_in->channels == 0) return NUREC_OK;
     const nurec_rasterize_lidar_params q =
-        nurec_splat_with_parts_grid(p_in, p_in->seg_later, p_in->num_sweeps * num_passes(p_in));
+        nurec_splat_with_parts_grid(p_in, p_in->num_sweeps * num_passes(p_in));
     const nurec_rasterize_lidar_params* p = &q;
     int passes = num_passes(p);
     const int64_t C = p->num_sweeps;
@@ -217,7 +217,7 @@ extern "C" int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_pa
 extern "C" int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_params* p_in, void* stream) {
     if (p_in->dtype != NUREC_F32 && p_in->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
     const nurec_rasterize_lidar_params q =
-        nurec_splat_with_parts_grid(p_in, p_in->seg_later, p_in->num_sweeps * num_passes(p_in));
+        nurec_splat_with_parts_grid(p_in, p_in->num_sweeps * num_passes(p_in));
     const nurec_rasterize_lidar_params* p = &q;
     cudaStream_t s = (cudaStream_t)stream;
     const bool f64 = p->dtype == NUREC_F64;

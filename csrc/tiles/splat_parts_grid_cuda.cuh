@@ -152,17 +152,17 @@ __device__ __forceinline__ bool nurec_splat_block_of(const Params& p, int64_t im
 }
 
 /* A launcher's copy of its params with the walks' grids chosen, for
- * `image_passes` images x channel passes: the later parts' list at `later`
- * (the forward's output, which its backward takes back; NULL, or no list
- * cut: none), or the dense layout where its z (image_passes x segments)
+ * `image_passes` images x channel passes: the later parts' list at
+ * `p->seg_later` (the forward's output, which its backward takes back;
+ * NULL, or no list cut: none), or the dense layout where its z (image_passes x segments)
  * fits a grid (the glue checked the compact layout's). */
 template <typename Params>
-Params nurec_splat_with_parts_grid(const Params* p, int64_t* later, int64_t image_passes) {
+Params nurec_splat_with_parts_grid(const Params* p, int64_t image_passes) {
     Params q = *p;
     const int64_t chunks = nurec_splat_part_chunks(p->segments, p->capacity, p->segment_min);
     const bool dense = nurec_splat_parts_dense() && p->segments > 1 && image_passes * p->segments <= 65535;
-    q.seg_chunks = later && !dense ? chunks : 0;
-    q.seg_later = q.seg_chunks > 0 ? later : NULL;
+    q.seg_chunks = p->seg_later && !dense ? chunks : 0;
+    q.seg_later = q.seg_chunks > 0 ? p->seg_later : NULL;
     q.grid_parts = dense ? p->segments : 1;
     q.block_base = 0;
     return q;
