@@ -27,7 +27,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from conftest import (DEVICES, DTYPES, GRAD_ORDER_FLOOR, assert_all_finite, assert_close, assert_close_to_reference,
-                      gpu, poison_allocator)
+                      gpu, poison_allocator, rows_near_cuts)
 from op_cases import params
 from nurec_ops import _binning
 
@@ -181,6 +181,9 @@ def test_parity(case, device, dtype, seed):
     check_parity(case, case.inputs(device, dtype, seed), device, dtype, seed)
 
 
+PER_CAMERA_GRADS = ("backgrounds",)  # gradients with a row per camera, not per Gaussian
+
+
 def check_parity(case, s, device, dtype, seed):
     """test_parity on the inputs s."""
     r64 = on_cpu(s, F64)
@@ -194,6 +197,9 @@ def check_parity(case, s, device, dtype, seed):
         ref32, ref32_g = forward_backward(case, case.reference, on_cpu(s, F32), cots)
     assert len(out) == len(case.outputs)
     flips = case.flips or (0.0, 0.0, 0.0)
+    # a rasterizer's float32 flip next to a cut moves the rows of the Gaussians that pixel blends
+    near = rows_near_cuts(lambda: case.reference(**r64)) if dtype == F32 and case.flips else (set(), set())
+    n_gaussians = r64["means"].shape[0] if "means" in r64 else -1
     for i, (name, a, e) in enumerate(zip(case.outputs, out, expect)):
         assert a.device.type == torch.device(device).type and a.shape == e.shape, name
         if not a.is_floating_point():
@@ -214,7 +220,9 @@ def check_parity(case, s, device, dtype, seed):
         if dtype == F64:
             assert_close(grads[k], e, F64, 10.0, f"grad {k}")
         else:
-            assert_close_to_reference(grads[k], e, ref32_g[k], f"grad {k}", flips[1], flips[2], GRAD_ORDER_FLOOR)
+            free = near[1] if k in PER_CAMERA_GRADS else near[0] if e.shape[0] == n_gaussians else ()
+            assert_close_to_reference(grads[k], e, ref32_g[k], f"grad {k}", flips[1], flips[2], GRAD_ORDER_FLOOR,
+                                      free_rows=free)
     assert_tests_something(case, out, grads)
 
 

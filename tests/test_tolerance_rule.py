@@ -77,3 +77,45 @@ def test_threshold_margin_sees_the_cut(opacity, lo, hi):
         torch.tensor([[0.0, 0.0, 3.0]], **d), torch.tensor([[1.0, 0, 0, 0]], **d), torch.full((1, 3), 0.1, **d),
         torch.tensor([opacity], **d), torch.ones(1, 3, **d), torch.eye(4, **d)[None], K, 1, 1))
     assert lo <= m <= hi, m
+
+
+def test_free_rows_take_a_pixels_gaussians_only():
+    """One flip next to a cut moves the rows of the Gaussians its pixel
+    blends (conftest.rows_near_cuts): 6 of 60 rows off fail the 2%
+    allowance, pass with those rows free, and fail again with a seventh row
+    off outside them or with a free row past the flip bound."""
+    a, e, r = _case((60, 3), 0)
+    rows = [15, 17, 34, 36, 55, 58]
+    a[rows] += 1e-3 * e.abs().max()
+    kw = dict(flips=0.02, flip_bound=0.02)
+    with pytest.raises(AssertionError, match="elements off"):
+        assert_close_to_reference(a, e, r, "x", **kw)
+    assert_close_to_reference(a, e, r, "x", free_rows=set(rows), **kw)
+    b = a.clone()
+    b[[3, 4]] += 1e-3 * e.abs().max()
+    with pytest.raises(AssertionError, match="elements off"):
+        assert_close_to_reference(b, e, r, "x", free_rows=set(rows), **kw)
+    b = a.clone()
+    b[15, 0] += 0.5 * e.abs().max()
+    with pytest.raises(AssertionError, match="past the flip bound"):
+        assert_close_to_reference(b, e, r, "x", free_rows=set(rows), **kw)
+    with pytest.raises(AssertionError, match="elements off"):  # no flips allowed: no row is free
+        assert_close_to_reference(a, e, r, "x", free_rows=set(rows))
+
+
+@pytest.mark.parametrize("front_opacity,expect", [((1 / 255) * (1 + 1e-6), ({0, 1}, {0})), (0.3, (set(), set()))])
+def test_rows_near_cuts_names_the_pixels_gaussians(front_opacity, expect):
+    """conftest.rows_near_cuts on two Gaussians centred on a one-pixel
+    camera (alpha = opacity), the front one (index 1, nearer) 1e-6 above
+    the 1/255 cut: both Gaussians and the camera; a front opacity of 0.3
+    (far from every cut, the back one 0.5): none."""
+    from conftest import rows_near_cuts
+    from nurec_ops import reference as ref
+
+    d = dict(dtype=torch.float64)
+    K = torch.tensor([[[10.0, 0, 0.5], [0, 10.0, 0.5], [0, 0, 1]]], **d)
+    got = rows_near_cuts(lambda: ref.rasterize_camera(
+        torch.tensor([[0.0, 0.0, 4.0], [0.0, 0.0, 3.0]], **d), torch.tensor([[1.0, 0, 0, 0]] * 2, **d),
+        torch.full((2, 3), 0.1, **d), torch.tensor([0.5, front_opacity], **d), torch.ones(2, 3, **d),
+        torch.eye(4, **d)[None], K, 1, 1))
+    assert got == expect
