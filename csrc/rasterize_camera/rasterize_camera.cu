@@ -31,7 +31,17 @@ extern "C" {
 #define RC_CH NUREC_RC_CHANNELS_PER_PASS
 #define RC_ENTRY (NUREC_TREC_SIZE + RC_CH) /* a staged entry of the forward: record, features */
 #ifndef RC_BWD_BATCH
-#define RC_BWD_BATCH 64                    /* Gaussians staged per batch in the backward */
+/* Gaussians staged per batch in the backward (a thread stages two): fewer
+   barriers and stagings per entry. H200, session 26, fwd+bwd ms, 2 rounds:
+   batch 64 (25% carveout) street 1.997-2.006, small garden 1.275-1.282,
+   1944 garden 4.126-4.131; 128 (50%) 1.964-1.974, 1.239-1.246,
+   4.056-4.065; 192 (50%) 1.944-1.956, 1.227-1.235, 3.926-3.928; 256 (60%)
+   1.947-1.948, 1.212-1.232, 3.919-3.923; 32 slower than 64 on all three.
+   The carveout must hold 7 blocks' batches (+ 1 KB each): 128 at 25% fit
+   only 6 (1.262-1.272 on the small garden). Session 27 again: 256 (60%)
+   1.946, 1.215-1.222, 3.926-3.929 against 64's 1.999-2.005, 1.272-1.281,
+   4.126-4.135; the absgrad call takes the same time at 128 and 256 */
+#define RC_BWD_BATCH 256
 #endif
 /* pixels per thread of the backward (rc_bwd_cell): 2 sums a warp's
    gradient per entry over 8 x 8 pixels; 1 gives back one pixel a thread */
@@ -53,9 +63,6 @@ extern "C" {
 #endif
 #define RC_BWD_MIN_BLOCKS_F64 4
 #endif
-#if RC_BWD_BATCH > RC_BWD_THREADS
-#error "the backward stages a batch with one thread per entry"
-#endif
 #ifndef RC_BWD_DIRECT_LANES
 /* up to this many contributing lanes: direct atomics (4 was 2% slower, 12 and 16
    slower still: H200, session 15) */
@@ -69,7 +76,7 @@ extern "C" {
 #define RC_BWD_DIRECT_LANES_ABS 12
 #endif
 #ifndef RC_BWD_CARVEOUT
-#define RC_BWD_CARVEOUT 25                 /* percent of L1 as shared memory */
+#define RC_BWD_CARVEOUT 60                 /* percent of L1 as shared memory: RC_BWD_BATCH's */
 #endif
 #ifndef RC_FWD_CARVEOUT
 #define RC_FWD_CARVEOUT 50

@@ -452,12 +452,18 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     for (int32_t e_end = stop_rel; e_end > lo_rel; e_end -= RC_BWD_BATCH) {
         const int cnt = e_end - lo_rel < RC_BWD_BATCH ? e_end - lo_rel : RC_BWD_BATCH;
         __syncthreads();
-        if (tid < cnt) {
-            int64_t it = p.isect_items[start + e_end - 1 - tid];
-            s_it[tid] = it;
-            s_gc[tid] = (sh ? 3 * it : D * (it % N)) + c0;
+        /* a batch may hold more entries than the block has threads
+           (RC_BWD_BATCH): a thread's entries unrolled, so that their chains
+           of loads (item, record, features) are in flight together */
+#pragma unroll
+        for (int j = 0; j < (RC_BWD_BATCH + RC_BWD_THREADS - 1) / RC_BWD_THREADS; ++j) {
+            const int i = tid + j * RC_BWD_THREADS;
+            if (i >= cnt) continue;
+            int64_t it = p.isect_items[start + e_end - 1 - i];
+            s_it[i] = it;
+            s_gc[i] = (sh ? 3 * it : D * (it % N)) + c0;
             const real_t* r = (const real_t*)p.records + NUREC_TREC_SIZE * it;
-            real_t* e = s_e + RC_ENTRY * tid;
+            real_t* e = s_e + RC_ENTRY * i;
             NR(splat_stage_record)(r, e); /* as the forward staged it: the same alpha bits */
             NR(rc_stage_warps)(r, (real_t)w.x0, (real_t)w.y0, e);
             const real_t* f = sh ? (const real_t*)p.colors + 3 * it
