@@ -14,7 +14,7 @@ import torch
 import nurec_ops
 from nurec_ops import reference as ref
 from conftest import (DEVICES, DTYPES, assert_close, assert_close_flips, away_from_cuts, changed, gpu, poison_allocator,
-                      random_quats)
+                      random_quats, rows_near_cuts)
 
 OPS = torch.ops.nurec_ops
 
@@ -145,9 +145,11 @@ def check_parity(scene, device, dtype, bg=False, factor=1.0, grad_max_frac=0.02)
     poison_allocator(device)
     g = grads(out, s, [c.to(device=device, dtype=dtype) for c in cot])
     ge = grads(expect, r, cot)
+    near = rows_near_cuts(lambda: run(ref.rasterize_camera, r)) if dtype == torch.float32 else (set(), set())
     for k in ge:
         assert g[k] is not None, k
-        assert_close_flips(g[k], ge[k], dtype, factor=10 * factor, msg=f"grad {k}", max_frac=grad_max_frac)
+        assert_close_flips(g[k], ge[k], dtype, factor=10 * factor, msg=f"grad {k}", max_frac=grad_max_frac,
+                           free_rows=near[1] if k == "backgrounds" else near[0])
 
 
 # ------------------------------------------------------------ parity tests

@@ -19,7 +19,7 @@ from nurec_ops._lidar_table import sensor_op_args
 from nurec_ops.rasterize_lidar import default_eps2d
 
 from conftest import (DEVICES, DTYPES, assert_close, assert_close_flips, away_from_cuts, changed, gpu, poison_allocator,
-                      quat_mul, random_quats)
+                      quat_mul, random_quats, rows_near_cuts)
 import shared_data
 
 OPS = torch.ops.nurec_ops
@@ -163,10 +163,11 @@ def check_parity(scene, device, dtype, factor=1.0):
     poison_allocator(device)
     g = grads(out, s, [c.to(device=device, dtype=dtype) for c in cot])
     ge = grads(expect, r, cot)
+    near = rows_near_cuts(lambda: run(ref.rasterize_lidar, r))[0] if dtype == torch.float32 else set()
     for k in ge:
         assert g[k] is not None, k
         f = 10 * factor * (1 if dtype == torch.float64 else 10)
-        assert_close_flips(g[k], ge[k], dtype, factor=f, msg=f"grad {k}", max_frac=0.03)
+        assert_close_flips(g[k], ge[k], dtype, factor=f, msg=f"grad {k}", max_frac=0.03, free_rows=near)
     return out, expect
 
 
