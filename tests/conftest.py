@@ -526,35 +526,65 @@ def run_benchmark(script, *args, timeout=600):
 
 # ------------------------------------------------- gradcheck away from cuts
 
+def _watch_cuts(render, seen):
+    """Runs ``render()`` (a reference rasterizer: both composite through
+    composite.sort_front_to_back and composite.weights, watched here) and
+    calls ``seen(order, alpha, live, keep, T_incl)`` at each weights call:
+    the Gaussians' indices in depth order [C,N], alpha before the clamp,
+    the pairs that are valid with sigma >= 0, the pairs kept and the
+    transmittance after each, [C,A,B,N]."""
+    from nurec_ops.reference import composite
+
+    orig_sort, orig_weights, order = composite.sort_front_to_back, composite.weights, []
+
+    def sort_watched(key, valid, opacities, *per_camera):
+        C, N = key.shape
+        idx = torch.arange(N, dtype=torch.float64, device=key.device).expand(C, N)
+        out = orig_sort(key, valid, opacities, *per_camera, idx)
+        order.append(out[-1].long())
+        return out[:-1]
+
+    def weights_watched(dx, dy, conic, o, valid):
+        with torch.no_grad():
+            sigma, alpha = composite.falloff(dx, dy, conic, o)  # alpha before the clamp
+            live = valid[:, None, None, :].expand_as(alpha) & (sigma >= 0)
+            _, keep, T_incl = composite.cuts(sigma, alpha, valid)
+            seen(order.pop(), alpha, live, keep, T_incl)
+        return orig_weights(dx, dy, conic, o, valid)
+
+    composite.sort_front_to_back, composite.weights = sort_watched, weights_watched
+    try:
+        with torch.no_grad():
+            render()
+    finally:
+        composite.sort_front_to_back, composite.weights = orig_sort, orig_weights
+
+
+def _cut_distances(alpha, live, keep, T_incl):
+    """Each pair's relative distance from SPEC 3's 1/255 cut and 0.99 clamp
+    (alpha) and from the 1e-4 stop (T), inf where a pair has none."""
+    from nurec_ops.reference import composite
+
+    inf = torch.full_like(alpha, math.inf)
+    return (torch.where(live, (alpha / composite.ALPHA_MIN - 1).abs(), inf),
+            torch.where(live, (alpha / composite.ALPHA_MAX - 1).abs(), inf),
+            torch.where(keep, (T_incl / composite.T_MIN - 1).abs(), inf))
+
+
 def threshold_margin(render):
     """How far a scene is from the rasterizers' discrete decisions: the
     smallest relative distance, over the reference's pixel (ray) and
     Gaussian pairs, of alpha from SPEC 3's 1/255 cut and 0.99 clamp and of
     the transmittance from its 1e-4 stop. ``render()`` runs a reference
-    rasterizer (nurec_ops.reference: both composite through
-    composite.weights, which is watched here). A finite difference across a
-    cut measures the cut's jump, not a derivative: gradcheck's inputs must
-    lie farther from every cut than its eps moves them."""
-    from nurec_ops.reference import composite
+    rasterizer (_watch_cuts). A finite difference across a cut measures the
+    cut's jump, not a derivative: gradcheck's inputs must lie farther from
+    every cut than its eps moves them."""
+    margins = []
 
-    orig, margins = composite.weights, []
+    def seen(order, alpha, live, keep, T_incl):
+        margins.extend(d.min().item() for d in _cut_distances(alpha, live, keep, T_incl) if d.numel())
 
-    def watched(dx, dy, conic, o, valid):
-        with torch.no_grad():
-            sigma, alpha = composite.falloff(dx, dy, conic, o)  # alpha before the clamp
-            live = valid[:, None, None, :].expand_as(alpha) & (sigma >= 0)
-            _, keep, T_incl = composite.cuts(sigma, alpha, valid)
-            for x in ((alpha[live] / composite.ALPHA_MIN - 1).abs(), (alpha[live] / composite.ALPHA_MAX - 1).abs(),
-                      (T_incl[keep] / composite.T_MIN - 1).abs()):
-                if x.numel():
-                    margins.append(x.min().item())
-        return orig(dx, dy, conic, o, valid)
-
-    composite.weights = watched
-    try:
-        render()
-    finally:
-        composite.weights = orig
+    _watch_cuts(render, seen)
     return min(margins, default=math.inf)
 
 
@@ -573,37 +603,16 @@ def rows_near_cuts(render, margin=1e-4):
     rasterizer in float64. Returns (gaussians, cameras), sets of ints."""
     from nurec_ops.reference import composite
 
-    orig_sort, orig_weights, seen = composite.sort_front_to_back, composite.weights, {}
     gaussians, cameras = set(), set()
 
-    def sort_watched(key, valid, opacities, *per_camera):
-        C, N = key.shape
-        idx = torch.arange(N, dtype=torch.float64, device=key.device).expand(C, N)
-        out = orig_sort(key, valid, opacities, *per_camera, idx)
-        seen["order"] = out[-1].long()
-        return out[:-1]
+    def seen(order, alpha, live, keep, T_incl):
+        near = torch.stack(_cut_distances(alpha, live, keep, T_incl)).amin(0) <= margin
+        used = keep & (T_incl >= composite.T_MIN)
+        for c, a, b in torch.nonzero(near.any(-1)).tolist():
+            cameras.add(c)
+            gaussians.update(order[c][used[c, a, b] | near[c, a, b]].tolist())
 
-    def weights_watched(dx, dy, conic, o, valid):
-        with torch.no_grad():
-            sigma, alpha = composite.falloff(dx, dy, conic, o)
-            live = valid[:, None, None, :].expand_as(alpha) & (sigma >= 0)
-            _, keep, T_incl = composite.cuts(sigma, alpha, valid)
-            near = live & (((alpha / composite.ALPHA_MIN - 1).abs() <= margin)
-                           | ((alpha / composite.ALPHA_MAX - 1).abs() <= margin))
-            near |= keep & ((T_incl / composite.T_MIN - 1).abs() <= margin)
-            used = keep & (T_incl >= composite.T_MIN)
-            order = seen.pop("order")
-            for c, a, b in torch.nonzero(near.any(-1)).tolist():
-                cameras.add(c)
-                gaussians.update(order[c][used[c, a, b] | near[c, a, b]].tolist())
-        return orig_weights(dx, dy, conic, o, valid)
-
-    composite.sort_front_to_back, composite.weights = sort_watched, weights_watched
-    try:
-        with torch.no_grad():
-            render()
-    finally:
-        composite.sort_front_to_back, composite.weights = orig_sort, orig_weights
+    _watch_cuts(render, seen)
     return gaussians, cameras
 
 
