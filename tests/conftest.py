@@ -210,6 +210,15 @@ def assert_close_flips(actual, expected, dtype, factor=1.0, msg="", max_frac=2e-
 GRAD_ORDER_FLOOR = 1e-4
 
 
+def reference_bound(e, r, floor=0.0):
+    """The rule's bound for a float32 result against the float64 reference
+    ``e`` whose float32 run is ``r`` (float64 CPU tensors): (bound, scale,
+    the float32 reference's own error)."""
+    scale = max(1.0, e.abs().max().item())
+    ref_err = (r - e).abs().max().item()
+    return max(REF_FACTOR * ref_err + REF_ULPS * torch.finfo(torch.float32).eps * scale, floor * scale), scale, ref_err
+
+
 def assert_close_to_reference(actual, ref64, ref32, msg="", flips=0.0, flip_bound=0.0, floor=0.0, free_rows=()):
     """``actual`` (float32, any device) against ``ref64`` (the float64
     reference) by the rule above, ``ref32`` being the reference's float32
@@ -238,10 +247,8 @@ def assert_close_to_reference(actual, ref64, ref32, msg="", flips=0.0, flip_boun
         return 0.0
     free = _free_mask(fin.shape, free_rows if flips > 0 else ())
     a, e, r, free = a[fin], e[fin], r[fin], free[fin]
-    scale = max(1.0, e.abs().max().item())
     assert torch.isfinite(r).all(), f"{msg}: the float32 reference is not finite where the float64 one is"
-    ref_err = (r - e).abs().max().item()
-    bound = max(REF_FACTOR * ref_err + REF_ULPS * torch.finfo(torch.float32).eps * scale, floor * scale)
+    bound, scale, ref_err = reference_bound(e, r, floor)
     err = (a - e).abs()
     bad = err > bound
     near = max(flip_bound, NEAR_CUT_BOUND) * scale

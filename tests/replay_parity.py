@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import test_op_registry as T  # noqa: E402
-from conftest import GRAD_ORDER_FLOOR, REF_FACTOR, REF_ULPS, rows_near_cuts  # noqa: E402
+from conftest import GRAD_ORDER_FLOOR, reference_bound, rows_near_cuts  # noqa: E402
 from op_cases import CASES  # noqa: E402
 
 F32, F64 = torch.float32, torch.float64
@@ -25,9 +25,7 @@ F32, F64 = torch.float32, torch.float64
 def bad_rows(a, e, r):
     """Elements past the rule's bound for gradients (conftest.assert_close_to_reference, its floor), by row."""
     a, e, r = (t.detach().cpu().double() for t in (a, e, r))
-    scale = max(1.0, e.abs().max().item())
-    bound = max(REF_FACTOR * (r - e).abs().max().item() + REF_ULPS * torch.finfo(F32).eps * scale,
-                GRAD_ORDER_FLOOR * scale)
+    bound, scale, _ = reference_bound(e, r, GRAD_ORDER_FLOOR)
     bad = (a - e).abs() > bound
     rows = torch.nonzero(bad.reshape(bad.shape[0], -1).any(-1)).flatten().tolist() if bad.dim() else []
     return int(bad.sum()), rows, (a - e).abs().max().item() / scale
