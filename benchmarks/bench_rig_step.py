@@ -12,12 +12,15 @@ each op's device time (one profiled step), kernels, host syncs (counted
 under set_sync_debug_mode), peak memory; with --gsplat the same step with
 gsplat's camera rasterizer (PyPI 1.5.3, classic, packed=False) for the
 cameras, as a ratio. --sweep: N, cameras and resolution varied; a table
-and docs/rig_step_sweep.png (matplotlib).
+and docs/rig_step_sweep.png (matplotlib; its data beside it as .json,
+which --replot draws again without a GPU).
 
     python3 benchmarks/bench_rig_step.py [--gaussians 2e6] [--steps 30] [--graph] [--gsplat] [--sweep]
     python3 benchmarks/bench_rig_step.py --smoke          # a tiny CPU run of the same code
+    python3 benchmarks/bench_rig_step.py --replot docs/rig_step_sweep.json   # the plot again
 """
 import argparse
+import json
 import os
 import statistics
 import sys
@@ -211,7 +214,12 @@ def main():
     ap.add_argument("--kernels", action="store_true", help="the step's 15 costliest kernels (ours, and gsplat's)")
     ap.add_argument("--plot", default=os.path.join(ROOT, "docs", "rig_step_sweep.png"), help="the sweep's plot")
     ap.add_argument("--smoke", action="store_true", help="tiny CPU run (20k Gaussians, 1/20 images, 2 steps)")
+    ap.add_argument("--replot", metavar="JSON", help="only draw --plot from a sweep's saved data (no GPU)")
     a = ap.parse_args()
+    if a.replot:
+        with open(a.replot) as f:
+            plot_sweep([tuple(p) for p in json.load(f)], a.plot)
+        return
     device = torch.device("cpu" if a.smoke else "cuda")
     if a.smoke:
         a.gaussians, a.scale, a.steps = 2e4, 0.05, 2
@@ -237,34 +245,59 @@ def sweep(device, steps, plot):
     for N in (0.25e6, 0.5e6, 1e6, 2e6, 4e6, 8e6):
         r = measure(device, torch.float32, int(N), 5, 1.0, steps)
         rows.append([r["N"], 5, 1.0, f"{r['eager_ms']:.2f}", f"{r['peak_mb']:.0f}"])
-        pts.append(("N", r["N"], r["eager_ms"]))
+        pts.append(("N", r["N"], r["eager_ms"], r["peak_mb"]))
     for cams in (1, 2, 3, 4, 5):
         r = measure(device, torch.float32, int(2e6), cams, 1.0, steps)
         rows.append([r["N"], cams, 1.0, f"{r['eager_ms']:.2f}", f"{r['peak_mb']:.0f}"])
-        pts.append(("cameras", cams, r["eager_ms"]))
+        pts.append(("cameras", cams, r["eager_ms"], r["peak_mb"]))
     for scale in (0.5, 1.0, 2.0):
         r = measure(device, torch.float32, int(2e6), 5, scale, steps)
         rows.append([r["N"], 5, scale, f"{r['eager_ms']:.2f}", f"{r['peak_mb']:.0f}"])
-        pts.append(("resolution", scale, r["eager_ms"]))
+        pts.append(("resolution", scale, r["eager_ms"], r["peak_mb"]))
     print(table(rows, ["Gaussians", "cameras", "resolution", "step ms", "peak MB"]))
+    with open(os.path.splitext(plot)[0] + ".json", "w") as f:  # the plot's data, for --replot
+        json.dump([list(p) for p in pts], f, indent=0)
+    plot_sweep(pts, plot)
+
+
+def plot_sweep(pts, plot):
+    """The sweep's three panels: step time (and peak memory, right axis)
+    against Gaussians, cameras and resolution, each on linear axes with a
+    dashed line of proportional growth from its first point, so that what
+    grows slower (or faster) than linearly shows as such."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-        fig, axes = plt.subplots(1, 3, figsize=(12, 3.5))
-        for ax, what in zip(axes, ("N", "cameras", "resolution")):
-            xs = [x for w, x, _ in pts if w == what]
-            ys = [y for w, _, y in pts if w == what]
-            ax.plot(xs, ys, "o-")
-            ax.set_xlabel(what)
-            ax.set_ylabel("step ms")
-            if what == "N":
-                ax.set_xscale("log")
-        fig.tight_layout()
-        os.makedirs(os.path.dirname(plot) or ".", exist_ok=True)
-        fig.savefig(plot, dpi=120)
     except ImportError:
         print("matplotlib missing: no plot")
+        return
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    labels = {"N": ("Gaussians (millions; 5 cameras, x1)", 1e-6),
+              "cameras": ("cameras (2M Gaussians, x1)", 1.0),
+              "resolution": ("resolution factor (2M Gaussians, 5 cameras)", 1.0)}
+    for ax, what in zip(axes, ("N", "cameras", "resolution")):
+        sel = sorted({x: (y, m) for w, x, y, m in pts if w == what}.items())
+        xs = [x * labels[what][1] for x, _ in sel]
+        ys = [y for _, (y, _) in sel]
+        mem = [m / 1024 for _, (_, m) in sel]
+        ax.plot(xs, ys, "o-", color="C0", label="step ms")
+        # proportional to the work: N and cameras linearly, resolution by its pixels (factor^2)
+        grow = (lambda x: (x / xs[0]) ** 2) if what == "resolution" else (lambda x: x / xs[0])
+        ax.plot(xs, [ys[0] * grow(x) for x in xs], "--", color="0.6", label="proportional")
+        ax.set_xlabel(labels[what][0])
+        ax.set_ylabel("step ms")
+        ax.set_ylim(0, max(ys) * 1.15)
+        ax2 = ax.twinx()
+        ax2.plot(xs, mem, "s:", color="C1", label="peak GB")
+        ax2.set_ylabel("peak GB", color="C1")
+        ax2.set_ylim(0, max(mem) * 1.3)
+        lines = ax.get_lines() + ax2.get_lines()
+        ax.legend(lines, [ln.get_label() for ln in lines], loc="upper left", fontsize=8)
+    fig.suptitle("The rig step (5 cameras + 128 x 3600 lidar, SH 3, Adam) on one H200, eager")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(plot) or ".", exist_ok=True)
+    fig.savefig(plot, dpi=120)
 
 
 if __name__ == "__main__":

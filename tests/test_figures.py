@@ -33,3 +33,18 @@ def test_panels_and_plot(tmp_path, monkeypatch, missing):
     assert _png_size(tmp_path / "l.png") == (640, 400)
     c = figures.colormap(torch.rand(5, 7), 0.0, 1.0, invalid=torch.zeros(5, 7, dtype=torch.bool))
     assert c.shape == (5, 7, 3) and 0 <= float(c.min()) and float(c.max()) <= 1
+
+
+def test_rig_sweep_replot(tmp_path):
+    """benchmarks/bench_rig_step.py --replot draws the sweep's plot from its
+    saved data (docs/rig_step_sweep.json, the README's figure) without a
+    GPU: three panels of step time and peak memory."""
+    pytest.importorskip("matplotlib")
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    data = os.path.join(root, "docs", "rig_step_sweep.json")
+    out = tmp_path / "sweep.png"
+    subprocess.run([sys.executable, os.path.join(root, "benchmarks", "bench_rig_step.py"), "--replot", data,
+                    "--plot", str(out)], check=True, cwd=root)
+    w, h = _png_size(out)
+    assert w > 2 * h  # three panels side by side
