@@ -35,6 +35,7 @@ add (one walk over the whole list is the floor).
     python3 benchmarks/kernel_floors.py --scenes street          # CPU: counts and floors
     python3 benchmarks/kernel_floors.py --scenes lidar --lidar-cols 900   # the lidar, a quarter of its columns
     python3 benchmarks/kernel_floors.py --cuda                   # H200: also each kernel's duration
+    python3 benchmarks/kernel_floors.py --scenes rig --cuda      # the rig step's 5 cameras (2 calls), 2M Gaussians
 
 Peaks: --bandwidth GB/s (default: measured by a device copy with --cuda,
 else the H200's measured 3,737 GB/s), --tflops (FP32 non-tensor; 67 for the
@@ -53,6 +54,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 
 import bench_rasterize_camera as bc  # noqa: E402
 import bench_rasterize_lidar as bl  # noqa: E402
+import nurec_ops  # noqa: E402
 from timing import copy_bandwidth_gbs, kernel_durations, table  # noqa: E402
 
 OPS = torch.ops.nurec_ops
@@ -133,11 +135,29 @@ def durations(sc, lidar=False):
             for stage, frags in (KERNELS_LIDAR if lidar else KERNELS)}
 
 
+def rig_scenes(device, N):
+    """The cameras of benchmarks/bench_rig_step.py's step as camera scenes,
+    one per call (image size: 3 x 1920x1280, 2 x 1920x886), on its N
+    Gaussians collected at the step's time; colours RGB (the SH degree-0
+    colour), so that floor and measurement count the same walk."""
+    import bench_rig_step as rig
+    params, D = rig.build(device, torch.float32, N, 5, 1.0, lidar=False, sh=0)
+    s = D["scene"]
+    with torch.no_grad():
+        m, q, sc, o = nurec_ops.collect(params["means"], params["quats"], params["log_scales"],
+                                        params["opacity_logits"], s["track_ids"], params["key_poses"],
+                                        s["key_times"], s["track_ranges"], s["query_times"])
+    colors = (s["colors"].to(torch.float32)).clamp(0, 1)
+    return [dict(means=m, quats=q, scales=sc, opacities=o, features=colors, viewmats=V, Ks=K, width=W, height=H)
+            for V, K, W, H in D["groups"]]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenes", default="garden,garden3,street,lidar")
     ap.add_argument("--lidar-rows", type=int, default=128)
     ap.add_argument("--lidar-cols", type=int, default=3600)
+    ap.add_argument("--rig-gaussians", type=float, default=2e6, help="the rig scene's Gaussians (`--scenes rig`)")
     ap.add_argument("--cuda", action="store_true", help="also time each stage's kernels on the GPU")
     ap.add_argument("--bandwidth", type=float, default=None, help="GB/s (default: measured, or 3737)")
     ap.add_argument("--tflops", type=float, default=67.0)
@@ -149,15 +169,24 @@ def main():
               "garden3": ("garden 1944x1260 x3", lambda: bc.garden(device, torch.float32, 3)),
               "street": ("street 1920x1080", lambda: bc.street(device, torch.float32)),
               "lidar": (f"street lidar {a.lidar_rows}x{a.lidar_cols}",
-                        lambda: bl.street_lidar_scene(device, torch.float32, a.lidar_rows, a.lidar_cols))}
+                        lambda: bl.street_lidar_scene(device, torch.float32, a.lidar_rows, a.lidar_cols)),
+              "rig": (f"rig step's cameras, {a.rig_gaussians / 1e6:g}M Gaussians", None)}
     print(f"peaks: {bw:.0f} GB/s, {a.tflops:.0f} TFLOP/s FP32, {a.sfu / 1e12:.2f} T exponentials/s")
     for key in a.scenes.split(","):
         name, make = makers[key]
-        sc = make()
         lidar = key == "lidar"
-        n = (counts_lidar if lidar else counts)(sc)
-        fl = floors(sc, n, bw, a.tflops, a.sfu, lidar)
-        dur = durations(sc, lidar) if a.cuda else {}
+        # the rig: its two camera calls, each counted and timed, summed per stage
+        calls = rig_scenes(device, int(a.rig_gaussians)) if key == "rig" else [make()]
+        fl, dur, n = {}, {}, dict(I=0, visible=0, E=0)
+        for sc in calls:
+            nc = (counts_lidar if lidar else counts)(sc)
+            for k in n:
+                n[k] += nc[k]
+            for stage, (us, bound, b, f) in floors(sc, nc, bw, a.tflops, a.sfu, lidar).items():
+                u0, _, b0, f0 = fl.get(stage, (0.0, bound, 0, 0))
+                fl[stage] = (u0 + us, bound, b0 + b, f0 + f)
+            for stage, us in (durations(sc, lidar) if a.cuda else {}).items():
+                dur[stage] = dur.get(stage, 0.0) + us
         print(f"\n{name}: {sc['means'].shape[0]:,} Gaussians, {n['I']:,} intersections, {n['visible']:,} visible "
               f"items, {n['E']:,} {'ray' if lidar else 'pixel'}-Gaussian evaluations")
         rows = []
