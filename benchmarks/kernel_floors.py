@@ -55,13 +55,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
 import bench_rasterize_camera as bc  # noqa: E402
 import bench_rasterize_lidar as bl  # noqa: E402
 import nurec_ops  # noqa: E402
-from timing import copy_bandwidth_gbs, kernel_durations, table  # noqa: E402
+from timing import copy_bandwidth_gbs, kernel_totals, table  # noqa: E402
 
 OPS = torch.ops.nurec_ops
 # kernel name fragments of each stage (as bench_rasterize_camera's STAGES, one row each)
 KERNELS = [("projection", ("rc_project_kernel",)),
-           ("binning", ("emit_kernel", "ranges_kernel", "depth_bits", "rank_scatter", "cub", "Radix", "Scan",
-                        "Onesweep", "onesweep", "radix", "scan")),
+           ("binning", ("emit_kernel", "ranges_kernel", "depth_bits", "rank_scatter", "image_keys", "cub", "Radix",
+                        "Scan", "Onesweep", "onesweep", "radix", "scan")),
            ("forward walk", ("rc_forward_kernel", "rc_forward_fixup", "rc_combine")),
            ("backward walk", ("rc_backward_kernel",)),
            ("projection backward", ("rc_project_backward_kernel",))]
@@ -125,12 +125,15 @@ def floors(sc, n, bw, tflops, sfu, lidar=False):
 
 
 def durations(sc, lidar=False):
-    """Median duration (us) per stage of one forward+backward on CUDA."""
+    """Device time (us) per stage of one forward+backward on CUDA: each
+    stage's kernels, every launch (session 28: the per-name median of one
+    launch had counted the sort's 9 passes as one, and the parts' combine's
+    two launches as one)."""
     step = (bl if lidar else bc).make_step(sc, True)
     for _ in range(3):
         step()
     torch.cuda.synchronize()
-    per = kernel_durations(step, calls=10, warmup=2)
+    per = kernel_totals(step, calls=10, warmup=2)  # every launch counted (the sort's passes)
     return {stage: sum(us for name, us in per.items() if any(f in name for f in frags))
             for stage, frags in (KERNELS_LIDAR if lidar else KERNELS)}
 

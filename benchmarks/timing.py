@@ -104,6 +104,13 @@ def kernel_durations(fn, calls=20, warmup=5):
     return {name: statistics.median(d) for name, d in _durations_by_name(fn, calls, warmup).items()}
 
 
+def kernel_totals(fn, calls=20, warmup=5):
+    """Device time in us per call of fn of each kernel name, all its launches
+    in the call summed (a radix sort's passes, a kernel launched per phase):
+    what a stage costs, where kernel_durations gives one launch's median."""
+    return {name: sum(d) / calls for name, d in _durations_by_name(fn, calls, warmup).items()}
+
+
 def kernel_breakdown(fn, calls=10, warmup=3, top=15):
     """Per kernel name: launches per call of fn, median duration (us) and
     total device time per call (us), largest total first: where a pipeline's
