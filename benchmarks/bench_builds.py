@@ -3,7 +3,8 @@
 scenes (street camera 1080p + depth, gsplat's garden at 648x420 and
 1944x1260 x 3 cameras, the street lidar 128 x 3600) and of SPEC 8's absgrad
 mode (meta + means2d gradient + absgrad) on the street camera and lidar,
-then each case's costliest kernels.
+then each case's costliest kernels (device time per call, every launch of a
+kernel counted).
 
 Each figure is the median over rounds of the mean of back-to-back calls
 (CUDA events); rounds alternate their order. Run it in each build's tree,
@@ -24,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nurec_ops  # noqa: E402
 from bench_rasterize_camera import garden, street  # noqa: E402
 from bench_rasterize_lidar import street_lidar_scene  # noqa: E402
-from timing import back_to_back_us, kernel_durations  # noqa: E402
+from timing import back_to_back_us, kernel_totals  # noqa: E402
 
 KEYS = ("means", "quats", "scales", "opacities", "features")
 
@@ -83,7 +84,8 @@ def main():
         for c in cases:
             if c[0] == "g1944":
                 continue
-            top = sorted(kernel_durations(steps[c], calls=10, warmup=2).items(), key=lambda kv: -kv[1])[:8]
+            # each kernel's device time per call, all its launches (a sort's passes) summed
+            top = sorted(kernel_totals(steps[c], calls=10, warmup=2).items(), key=lambda kv: -kv[1])[:8]
             print(f"[{a.tag}] {c[0]}/{c[1]} us: " + ", ".join(f"{k[:40]}={v:.1f}" for k, v in top), flush=True)
 
 
