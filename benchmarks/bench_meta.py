@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nurec_ops  # noqa: E402
 from bench_rasterize_camera import street  # noqa: E402
 from bench_rasterize_lidar import street_lidar_scene  # noqa: E402
-from timing import back_to_back_us, table  # noqa: E402
+from timing import back_to_back_us, kernel_totals, table  # noqa: E402
 
 KEYS = ("means", "quats", "scales", "opacities", "features")
 
@@ -48,6 +48,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--kernels", action="store_true",
+                    help="each mode's kernels and memsets, device time per call: where SPEC 8's cost lies")
     a = ap.parse_args()
     cam = street("cuda", torch.float32)
     lid = street_lidar_scene("cuda", torch.float32, 128, 3600)
@@ -75,6 +77,13 @@ def main():
             for m, f in zip(MODES, fns):
                 t[m].append(back_to_back_us(f, calls=a.calls, warmup=2) / 1e3)
         med = {m: statistics.median(v) for m, v in t.items()}
+        if a.kernels:
+            per = {m: kernel_totals(f, calls=20, warmup=3) for m, f in zip(MODES, fns)}
+            names = sorted(set().union(*per.values()), key=lambda k: -max(p.get(k, 0.0) for p in per.values()))
+            krows = [[k[:70]] + [f"{per[m].get(k, 0.0):.1f}" for m in MODES] for k in names[:16]]
+            krows.append(["all kernels and memsets"] + [f"{sum(per[m].values()):.1f}" for m in MODES])
+            print(f"\n{name}: device time per call, us")
+            print(table(krows, ["kernel"] + list(MODES)))
         rows.append([name, f"{med['off']:.3f}", f"{med['meta']:.3f}", f"{100 * (med['meta'] / med['off'] - 1):+.1f}%",
                      f"{med['absgrad']:.3f}", f"{100 * (med['absgrad'] / med['off'] - 1):+.1f}%"])
     print(table(rows, ["scene", "fwd+bwd ms (no meta)", "meta + means2d grad", "cost", "+ absgrad", "cost"]))

@@ -165,7 +165,7 @@ def autograd_step(render, leaves, cotangents, backward):
 
 
 def table(rows, headers):
-    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) for i, h in enumerate(headers)]
+    widths = [max([len(str(h))] + [len(str(r[i])) for r in rows]) for i, h in enumerate(headers)]
     line = " | ".join(str(h).ljust(w) for h, w in zip(headers, widths))
     out = [line, "-+-".join("-" * w for w in widths)]
     for r in rows:

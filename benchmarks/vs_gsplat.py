@@ -10,7 +10,7 @@ classic path: ``rasterization(..., packed=False)``) in one process:
   speed-ups.
 
 Run on the GPU machine with gsplat importable (benchmarks/peer_gsplat.sh):
-    python3 benchmarks/vs_gsplat.py [--scenes garden,garden3,street] [--rounds 7]
+    python3 benchmarks/vs_gsplat.py [--scenes garden,garden3,street] [--rounds 7] [--kernels]
 """
 import argparse
 import math
@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nurec_ops  # noqa: E402
 from bench_rasterize_camera import garden, street  # noqa: E402
-from timing import back_to_back_us, table  # noqa: E402
+from timing import back_to_back_us, kernel_breakdown, table  # noqa: E402
 
 KEYS = ("means", "quats", "scales", "opacities", "features")
 
@@ -67,7 +67,19 @@ def step(render, L, cot, backward):
     return run
 
 
-def compare(name, sc, depth, rounds, calls, solo=False):
+def kernel_lists(name, fns, top=14):
+    """Each side's forward and forward+backward, kernel by kernel: launches
+    per call, median launch, device time per call (every launch), largest
+    first (where a target's time lies; issue 19's 1944 forward, session 28)."""
+    for k, label in (("ours_f", "ours, forward"), ("gs_f", "gsplat, forward"), ("ours_fb", "ours, fwd+bwd"),
+                     ("gs_fb", "gsplat, fwd+bwd")):
+        rows = kernel_breakdown(fns[k], calls=10, warmup=2, top=10 ** 6)
+        total = sum(float(r[3]) for r in rows)
+        print(f"\n{name}: {label}, {total:.1f} us of kernels and memsets a call")
+        print(table(rows[:top], ["kernel", "launches", "median us", "us per call"]))
+
+
+def compare(name, sc, depth, rounds, calls, solo=False, kernels=False):
     L = {k: sc[k].detach().clone().requires_grad_(True) for k in KEYS}
     ours, theirs = renderers(sc, depth)
     with torch.no_grad():
@@ -92,6 +104,8 @@ def compare(name, sc, depth, rounds, calls, solo=False):
     if solo:  # ours alone first: does running gsplat in between change our figures?
         alone = [back_to_back_us(fns["ours_fb"], calls=calls, warmup=2) / 1e3 for _ in range(rounds)]
         print(f"{name}: ours alone fwd+bwd {statistics.median(alone):.3f} ms", flush=True)
+    if kernels:
+        kernel_lists(name, fns)
     for _ in range(rounds):  # interleaved: the same host and clock state for both
         for k, f in fns.items():
             times[k].append(back_to_back_us(f, calls=calls, warmup=2) / 1e3)
@@ -109,6 +123,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--solo", action="store_true", help="time ours alone too (no gsplat calls between ours)")
+    ap.add_argument("--kernels", action="store_true", help="each side's kernels, forward and fwd+bwd, per scene")
     a = ap.parse_args()
     import gsplat
 
@@ -119,7 +134,7 @@ def main():
     images, speeds = [], []
     for key in a.scenes.split(","):
         name, make, depth = makers[key]
-        rows, speed = compare(name, make(), depth, a.rounds, a.calls, a.solo)
+        rows, speed = compare(name, make(), depth, a.rounds, a.calls, a.solo, a.kernels)
         images += rows
         speeds.append(speed)
         print(name, "done", flush=True)
