@@ -41,13 +41,13 @@ def test_stage_durations_count_every_launch(monkeypatch):
     replaced by a known list per call: 3 sort passes of 10, 20 and 30 us,
     one emission of 5 us, two combine launches of 4 us and a walk of 100."""
     import os
-    import sys
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
     import kernel_floors
     import timing
     per_call = [("DeviceRadixSortOnesweepKernel", 10.0), ("DeviceRadixSortOnesweepKernel", 20.0),
                 ("DeviceRadixSortOnesweepKernel", 30.0), ("emit_kernel", 5.0), ("rc_combine_kernel_f32", 4.0),
                 ("rc_combine_kernel_f32", 4.0), ("rc_forward_kernel_f32", 100.0)]
+
     def fake_events(fn, calls, warmup, activities=None):  # `calls` calls of the list above
         events, t = [], 0.0
         for _ in range(calls):
