@@ -186,8 +186,8 @@ def main():
             for k in n:
                 n[k] += nc[k]
             for stage, (us, bound, b, f) in floors(sc, nc, bw, a.tflops, a.sfu, lidar).items():
-                u0, _, b0, f0 = fl.get(stage, (0.0, bound, 0, 0))
-                fl[stage] = (u0 + us, bound, b0 + b, f0 + f)
+                u0, bound0, b0, f0 = fl.get(stage, (0.0, bound, 0, 0))
+                fl[stage] = (u0 + us, bound if bound0 == bound else f"{bound0}+{bound}", b0 + b, f0 + f)
             for stage, us in (durations(sc, lidar) if a.cuda else {}).items():
                 dur[stage] = dur.get(stage, 0.0) + us
         print(f"\n{name}: {sc['means'].shape[0]:,} Gaussians, {n['I']:,} intersections, {n['visible']:,} visible "
