@@ -28,6 +28,12 @@ def grad_records_width(absgrad):
     return 16 if absgrad else 8
 
 
+def means2d_grad_shape(means2d_grad, C, N):
+    """The backward op's ``grad_means2d`` output: [C, N, 2], or [0, 0, 2]
+    where not asked for (csrc/tiles/splat_glue.h)."""
+    return (C, N, 2) if means2d_grad else (0, 0, 2)
+
+
 def absgrad_of(grad_records, absgrad):
     """SPEC 8's absgrad [C * N, 2] from the backward's records (a view), or None."""
     return grad_records[:, 8:10] if absgrad else None
@@ -86,8 +92,12 @@ def means2d_grad_function(autograd_op, setup_context, backward_with_records):
     here, not carried through autograd by a second leaf: the second leaf's
     AccumulateGrad node, copy and hook cost host time in every step of a
     trainer that densifies on absgrad. ``backward_with_records(ctx, g...,
-    absgrad=)`` returns the gradient records and the absgrad after the op's
-    own input gradients."""
+    absgrad=, means2d_grad=True)`` returns the gradient records, the
+    absgrad and the means2d gradient after the op's own input gradients:
+    that one contiguous, written by the op, so that the leaf's
+    AccumulateGrad takes it as it is (a strided view of the records cost a
+    copy kernel per step: 5.3 us on the street camera, 9.1 with absgrad's
+    wider rows; H200, session 28)."""
 
     def forward(ctx, means2d, absgrad, *args):
         if torch.compiler.is_compiling():
@@ -105,12 +115,11 @@ def means2d_grad_function(autograd_op, setup_context, backward_with_records):
         return out
 
     def backward(ctx, *grads):
-        res = backward_with_records(ctx, *grads[:3], absgrad=ctx.absgrad)
+        res = backward_with_records(ctx, *grads[:3], absgrad=ctx.absgrad, means2d_grad=True)
         C, N = ctx.m2d_shape[0], ctx.m2d_shape[1]
-        g_m2d = res[-2].view(C, N, -1)[..., :2]
         if ctx.absgrad:
-            ctx.m2d.absgrad = res[-1].view(C, N, 2)
-        return (g_m2d, None) + tuple(res[:-2])
+            ctx.m2d.absgrad = res[-2].view(C, N, 2)
+        return (res[-1], None) + tuple(res[:-3])
 
     name = f"{autograd_op.op.__name__}_with_means2d"
     return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),

@@ -9,7 +9,8 @@ from . import _camera_models
 from . import _checks as Ck
 from . import _rolling_shutter
 from ._library import AutogradOp, named_outputs, ops
-from ._meta import Meta, absgrad_of, grad_records_width, means2d_grad_function, run_with_meta  # noqa: F401  (Meta: the return_meta type)
+from ._meta import (Meta, absgrad_of, grad_records_width, means2d_grad_function, means2d_grad_shape,  # noqa: F401
+                    run_with_meta)  # (Meta: the return_meta type)
 from .nvtx import ranged
 
 _OP = "rasterize_camera"
@@ -253,13 +254,15 @@ def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, 
 def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, opacities, features, viewmats,
                    Ks, backgrounds, records, counts, colors, isect_items, tile_ranges, final_T, last, status,
                    seg_state, seg_last, width, height, near, far, sh_degree, segment_min, camera_model=0,
-                   model_params=None, shutter=0, viewmats_end=None, taus=None, absgrad=False, seg_later=None):
+                   model_params=None, shutter=0, viewmats_end=None, taus=None, absgrad=False, seg_later=None,
+                   means2d_grad=False):
     C, N, D, K = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats, Ks,
                         backgrounds, width, height, near, far, sh_degree)
     _check_model(_OP + "_backward", C, means, camera_model, model_params)
     _check_shutter(_OP + "_backward", C, means, shutter, viewmats_end)
     e = means.new_empty
-    return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e(features.shape), e((C * N, grad_records_width(absgrad))))
+    return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e(features.shape), e((C * N, grad_records_width(absgrad))),
+            e(means2d_grad_shape(means2d_grad, C, N)))
 
 
 def _setup_context(ctx, inputs, output):
@@ -287,14 +290,15 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, g_render, g_depth, g_alpha, *_unused):
-    return _backward_with_records(ctx, g_render, g_depth, g_alpha)[:-2]
+    return _backward_with_records(ctx, g_render, g_depth, g_alpha)[:-3]
 
 
-def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False):
+def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False, means2d_grad=False):
     """The op's backward; also returns the per-item gradient records
-    [C * N, 8] (the means2d gradient of SPEC section 8 is their first two)
-    and, with absgrad, SPEC 8's absgrad [C * N, 2] (else None): the records'
-    rows then have 16 slots, absgrad in slots 8, 9 (csrc/tiles/splat.h)."""
+    [C * N, 8], with absgrad SPEC 8's absgrad [C * N, 2] (else None: the
+    records' rows then have 16 slots, absgrad in slots 8, 9:
+    csrc/tiles/splat.h), and with means2d_grad SPEC 8's means2d gradient
+    [C, N, 2], contiguous (else None)."""
     saved = ctx.saved_tensors
     (means, quats, scales, opacities, features, viewmats, Ks, records, counts, colors, isect, ranges,
      final_T, last, status, seg_state, seg_last) = saved[:17]
@@ -308,10 +312,10 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False):
         g_render = means.new_zeros(shape + (D,))
     # g_depth, g_alpha stay None where the loss did not read them: the op
     # takes them as zero, without zero images to allocate and fill each step
-    gm, gq, gs, go, gf, grec = ops.rasterize_camera_bwd(
+    gm, gq, gs, go, gf, grec, gm2d = ops.rasterize_camera_bwd(
         g_render, g_depth, g_alpha, means, quats, scales, opacities, features, viewmats, Ks, backgrounds,
         records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, width, height, near,
-        far, sh_degree, segment_min, *ctx.model, taus, absgrad, seg_later)
+        far, sh_degree, segment_min, *ctx.model, taus, absgrad, seg_later, means2d_grad)
     g_bg = None
     if ctx.has_bg and ctx.needs_input_grad[7 + getattr(ctx, "input_offset", 0)]:  # backgrounds
         ok = (status[1] == 0).to(g_render.dtype)
@@ -319,7 +323,7 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False):
         g_bg = torch.nan_to_num(g_bg, nan=0.0)
     n_model = ctx.n_inputs - 16  # camera_model, model_params when the call passed them
     return (gm, gq, gs, go, gf, None, None, g_bg, None, None, None, None, None, None, None, None) + (None,) * n_model + (
-        grec, absgrad_of(grec, absgrad))
+        grec, absgrad_of(grec, absgrad), gm2d if means2d_grad else None)
 
 
 _FORWARD = AutogradOp("rasterize_camera_fwd", _backward, _setup_context)

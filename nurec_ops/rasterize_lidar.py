@@ -10,7 +10,7 @@ from . import _binning
 from . import _checks as Ck
 from ._lidar_table import canonical_columns, cell_size
 from ._library import AutogradOp, named_outputs, ops
-from ._meta import absgrad_of, grad_records_width, means2d_grad_function, run_with_meta
+from ._meta import absgrad_of, grad_records_width, means2d_grad_function, means2d_grad_shape, run_with_meta
 from .nvtx import ranged
 
 _OP = "rasterize_lidar"
@@ -270,7 +270,8 @@ def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, c
 def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, opacities, features, viewmats,
                    row_elevations, column_azimuths, column_order, row_azimuth_offsets, records, counts,
                    isect_items, tile_ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,
-                   segment_min, viewmats_end=None, column_times=None, taus=None, absgrad=False, seg_later=None):
+                   segment_min, viewmats_end=None, column_times=None, taus=None, absgrad=False, seg_later=None,
+                   means2d_grad=False):
     C, N, D, R, W = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats,
                            row_elevations, column_azimuths, column_order, row_azimuth_offsets, near, far, eps2d)
     _check_rolling(_OP + "_backward", C, W, means, viewmats_end, column_times)
@@ -279,7 +280,8 @@ def _fake_backward(grad_features, grad_range, grad_alpha, means, quats, scales, 
         if g is not None:  # None: zero (a loss that did not read it)
             Ck.shape(_OP + "_backward", name, g, (C, R, W, 1), "[C, R, W, 1]")
     e = means.new_empty
-    return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e((N, D)), e((C * N, grad_records_width(absgrad))))
+    return (e((N, 3)), e((N, 4)), e((N, 3)), e((N,)), e((N, D)), e((C * N, grad_records_width(absgrad))),
+            e(means2d_grad_shape(means2d_grad, C, N)))
 
 
 def _setup_context(ctx, inputs, output):
@@ -298,14 +300,15 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, g_feat, g_range, g_alpha, *_unused):
-    return _backward_with_records(ctx, g_feat, g_range, g_alpha)[:-2]
+    return _backward_with_records(ctx, g_feat, g_range, g_alpha)[:-3]
 
 
-def _backward_with_records(ctx, g_feat, g_range, g_alpha, absgrad=False):
+def _backward_with_records(ctx, g_feat, g_range, g_alpha, absgrad=False, means2d_grad=False):
     """The op's backward; also returns the per-item gradient records
-    [C * N, 8] (the means2d gradient of SPEC section 8 is their first two)
-    and, with absgrad, SPEC 8's absgrad [C * N, 2] (else None): the records'
-    rows then have 16 slots, absgrad in slots 8, 9 (csrc/tiles/splat.h)."""
+    [C * N, 8], with absgrad SPEC 8's absgrad [C * N, 2] (else None: the
+    records' rows then have 16 slots, absgrad in slots 8, 9:
+    csrc/tiles/splat.h), and with means2d_grad SPEC 8's means2d gradient
+    [C, N, 2], contiguous (else None)."""
     (means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order, row_off, records, counts,
      isect, ranges, final_T, last, status, seg_state, seg_last, taus, seg_later) = ctx.saved_tensors
     near, far, eps2d, segment_min = ctx.cfg
@@ -314,11 +317,12 @@ def _backward_with_records(ctx, g_feat, g_range, g_alpha, absgrad=False):
         g_feat = means.new_zeros((C, R, W, D))
     # g_range, g_alpha stay None where the loss did not read them (the op
     # takes them as zero)
-    gm, gq, gs, go, gf, grec = ops.rasterize_lidar_bwd(
+    gm, gq, gs, go, gf, grec, gm2d = ops.rasterize_lidar_bwd(
         g_feat, g_range, g_alpha, means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order,
         row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, near, far, eps2d,
-        segment_min, *ctx.rolling, taus if ctx.rolling[0] is not None else None, absgrad, seg_later)
-    return (gm, gq, gs, go, gf) + (None,) * (ctx.n_inputs - 5) + (grec, absgrad_of(grec, absgrad))
+        segment_min, *ctx.rolling, taus if ctx.rolling[0] is not None else None, absgrad, seg_later, means2d_grad)
+    return (gm, gq, gs, go, gf) + (None,) * (ctx.n_inputs - 5) + (grec, absgrad_of(grec, absgrad),
+                                                                  gm2d if means2d_grad else None)
 
 
 _FORWARD = AutogradOp("rasterize_lidar_fwd", _backward, _setup_context)

@@ -620,3 +620,61 @@ def test_absgrad_cuda_matches_cpu_dense(sensor, footprint, dtype):
         err = (a[kept] - b[kept]).norm() / b[kept].norm().clamp_min(1e-12)
         assert err < tol, (name, err.item())
     assert (ac[kept] >= gc[kept].abs() * (1 - tol) - 1e-7).all()
+
+
+@pytest.mark.parametrize("absgrad", [False, True])
+def test_means2d_grad_output_is_the_records_first_two(absgrad):
+    """The camera backward op's grad_means2d (SPEC 8's means2d gradient,
+    written [C, N, 2] contiguous by the projection backward, so that the
+    leaf's AccumulateGrad takes it without copying a strided view of the
+    records) is the first two values of each item's gradient record, bit
+    for bit, with or without absgrad's wider rows; [0, 0, 2] where not
+    asked for, the other outputs unchanged."""
+    torch.manual_seed(torch.initial_seed() % (1 << 31))
+    s = tc.to(tc.random_scene(N=300, C=2, W=48, H=32), "cpu", torch.float64, grad=False)
+    fwd = torch.ops.nurec_ops.rasterize_camera_fwd.default
+    out = fwd(s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["Ks"], None,
+              48, 32, 0.01, 1e10, -1, 0, 1, 1 << 20)
+    o = dict(zip([a.name for a in fwd._schema.returns], out))
+    C, N = s["viewmats"].shape[0], s["means"].shape[0]
+    g = torch.Generator().manual_seed(3)
+    cot = [torch.randn(o[k].shape, generator=g, dtype=torch.float64) for k in ("render", "depth", "alpha")]
+
+    def bwd(m2d):
+        return torch.ops.nurec_ops.rasterize_camera_bwd(
+            *cot, s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["Ks"], None,
+            o["records"], o["counts"], o["colors"], o["isect_items"], o["tile_ranges"], o["final_T"], o["last"],
+            o["status"], o["seg_state"], o["seg_last"], 48, 32, 0.01, 1e10, -1, 1, absgrad=absgrad,
+            seg_later=o["seg_later"], means2d_grad=m2d)
+    with_m2d, without = bwd(True), bwd(False)
+    gm2d, grec = with_m2d[-1], with_m2d[-2]
+    assert gm2d.shape == (C, N, 2) and gm2d.is_contiguous() and without[-1].shape == (0, 0, 2)
+    assert torch.equal(gm2d, grec.view(C, N, -1)[..., :2])
+    dropped = o["counts"] <= 0
+    assert dropped.any() and (~dropped).any() and (gm2d[dropped] == 0).all() and (gm2d[~dropped] != 0).any()
+    for a, b in zip(with_m2d[:-1], without[:-1]):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("sensor", ["camera", "lidar"])
+def test_means2d_grad_costs_no_copy(sensor):
+    """meta.means2d.grad after backward is the op's own contiguous [C, N, 2]
+    (both rasterizers, CPU): the backward with means2d_grad runs no more
+    copies than the plain one (a strided view of the records made the
+    leaf's AccumulateGrad copy it)."""
+    from torch.profiler import ProfilerActivity, profile
+    import test_rasterize_lidar as tl
+    mod = tc if sensor == "camera" else tl
+    fn = nurec_ops.rasterize_camera if sensor == "camera" else nurec_ops.rasterize_lidar
+    s = mod.to(tc.random_scene(N=200, C=2, W=40, H=30) if sensor == "camera" else tl.random_scene(N=200, C=2, D=2),
+               "cpu", torch.float64)
+    copies = []
+    for flags in ({}, dict(return_meta=True, means2d_grad=True)):
+        out = mod.run(lambda *a, **k: fn(*a, **k, **flags), s)
+        loss = sum(o.sum() for o in out[:3])
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            loss.backward()
+        copies.append(sum(e.name == "aten::copy_" for e in prof.events()))
+    g = out[3].means2d.grad
+    assert g is not None and g.is_contiguous() and g.shape == out[3].means2d.shape
+    assert copies[1] == copies[0], copies

@@ -208,7 +208,7 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
 // depth; SPEC section 8's means2d gradient is its first two), and with
 // `absgrad` 16 values a row, slots 8, 9 SPEC 8's sum over pixels of
 // |means2d gradient| (tiles/splat.h, NUREC_SPLAT_GREC_ABS).
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     Tensor grad_render, std::optional<Tensor> grad_depth, std::optional<Tensor> grad_alpha, Tensor means, Tensor quats,
     Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor Ks,
     std::optional<Tensor> backgrounds, Tensor records, Tensor counts, Tensor colors,
@@ -216,7 +216,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     Tensor seg_state, Tensor seg_last, int64_t width, int64_t height, double near_plane, double far_plane,
     int64_t sh_degree, int64_t segment_min, int64_t camera_model, std::optional<Tensor> model_params,
     int64_t shutter, std::optional<Tensor> viewmats_end, std::optional<Tensor> taus, bool absgrad,
-    std::optional<Tensor> seg_later) {
+    std::optional<Tensor> seg_later, bool means2d_grad) {
     const char* op = "rasterize_camera_backward";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
@@ -263,12 +263,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_camera_bwd(
     Tensor grad_colors = empty_like_shape(in.means, {sh_degree >= 0 ? P * 3 : 0});
     p.grad_records = grad_records.data_ptr();
     p.grad_colors = grad_colors.data_ptr();
+    Tensor grad_means2d = splat_means2d_grad_output(in.means, p, C, means2d_grad);
     SplatGrads g = splat_grads(in.means, p,
                                sh_degree >= 0 ? empty_like_shape(in.means, {N, p.sh_coeffs, 3})
                                               : empty_like_shape(in.means, {N, D}));
     splat_check_status(op, launch(op, in.means, p, nurec_rasterize_camera_backward_cpu,
                                   NUREC_CUDA_ONLY(nurec_rasterize_camera_backward_cuda)));
-    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records};
+    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records, grad_means2d};
 }
 // ====================================================== end rasterize_camera
 
@@ -290,8 +291,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor status, Tensor seg_state, Tensor seg_last, int width, int height, float near, "
           "float far, int sh_degree, int segment_min, int camera_model=0, Tensor? model_params=None, "
           "int shutter=0, Tensor? viewmats_end=None, Tensor? taus=None, bool absgrad=False, "
-          "Tensor? seg_later=None) -> (Tensor, Tensor, Tensor, "
-          "Tensor, Tensor, Tensor grad_records)");
+          "Tensor? seg_later=None, bool means2d_grad=False) -> (Tensor, Tensor, Tensor, "
+          "Tensor, Tensor, Tensor grad_records, Tensor grad_means2d)");
 }
 
 // One function serves both dispatch keys: it branches on the device itself.

@@ -178,14 +178,14 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
             b.tile_ranges, b.final_T, b.last, b.status, seg_state, seg_last, taus, seg_later};
 }
 
-std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
+std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     Tensor grad_features, std::optional<Tensor> grad_range, std::optional<Tensor> grad_alpha, Tensor means,
     Tensor quats, Tensor scales, Tensor opacities, Tensor features, Tensor viewmats, Tensor row_elevations,
     Tensor column_azimuths, Tensor column_order, Tensor row_azimuth_offsets, Tensor records, Tensor counts,
     Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status,
     Tensor seg_state, Tensor seg_last, double near_plane, double far_plane, double eps2d,
     int64_t segment_min, std::optional<Tensor> viewmats_end, std::optional<Tensor> column_times,
-    std::optional<Tensor> taus, bool absgrad, std::optional<Tensor> seg_later) {
+    std::optional<Tensor> taus, bool absgrad, std::optional<Tensor> seg_later, bool means2d_grad) {
     const char* op = "rasterize_lidar_backward";
     RlInputs in = rl_inputs(op, means, quats, scales, opacities, features, viewmats, row_elevations,
                             column_azimuths, column_order, row_azimuth_offsets, near_plane, far_plane, eps2d);
@@ -220,12 +220,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
     p.absgrad = absgrad ? 1 : 0;  // in the records' rows (tiles/splat.h, NUREC_SPLAT_GREC_ABS)
     Tensor grad_records = empty_like_shape(in.means, {C * N, NUREC_SPLAT_GREC_ROW(p.absgrad)});
     p.grad_records = grad_records.data_ptr();
+    Tensor grad_means2d = splat_means2d_grad_output(in.means, p, C, means2d_grad);
     SplatGrads g = splat_grads(in.means, p, empty_like_shape(in.means, {N, D}));
     if (!in.means.is_cpu()) rl_check_grid(op, p, p.capacity);
     const std::optional<Tensor> later = splat_later_parts_saved(op, in.means, p, seg_later);
     splat_check_status(op, launch(op, in.means, p, nurec_rasterize_lidar_backward_cpu,
                                   NUREC_CUDA_ONLY(nurec_rasterize_lidar_backward_cuda)));
-    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records};
+    return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records, grad_means2d};
 }
 // ======================================================= end rasterize_lidar
 
@@ -245,8 +246,9 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor row_azimuth_offsets, Tensor records, Tensor counts, Tensor isect_items, "
           "Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, Tensor seg_state, "
           "Tensor seg_last, float near, float far, float eps2d, int segment_min, Tensor? viewmats_end=None, "
-          "Tensor? column_times=None, Tensor? taus=None, bool absgrad=False, Tensor? seg_later=None) "
-          "-> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor grad_records)");
+          "Tensor? column_times=None, Tensor? taus=None, bool absgrad=False, Tensor? seg_later=None, "
+          "bool means2d_grad=False) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor grad_records, "
+          "Tensor grad_means2d)");
 }
 
 // One function serves both dispatch keys: it branches on the device itself.

@@ -88,6 +88,7 @@
     const void* grad_alpha;  /* [C, cells], or NULL: zero (a loss that reads no alpha) */ \
     void* grad_records;      /* [C, N, NUREC_SPLAT_GREC_ROW(absgrad)] scratch, zeroed by the launcher */ \
     int absgrad;             /* SPEC 8's absgrad in the records' slots 8, 9 (one pass of channels) */ \
+    void* grad_means2d;      /* [C, N, 2] SPEC 8's means2d gradient (the records' first two), or NULL */ \
     void* grad_means;        /* [N, 3] */ \
     void* grad_quats;        /* [N, 4] */ \
     void* grad_scales;       /* [N, 3] */ \

@@ -249,6 +249,17 @@ struct SplatGrads {
     Tensor means, quats, scales, opacities, features;
 };
 
+// SPEC 8's means2d gradient as an output of its own, [C, N, 2] contiguous
+// (the projection backward copies it from the records' rows it reads), so
+// that autograd takes it as the leaf's .grad without cloning a strided view
+// of the records; [0] and NULL where not asked for.
+template <class Params>
+Tensor splat_means2d_grad_output(const Tensor& like, Params& p, int64_t C, bool want) {
+    Tensor out = empty_like_shape(like, {want ? C : 0, want ? p.num_gaussians : 0, 2});
+    p.grad_means2d = want && C * p.num_gaussians > 0 ? out.data_ptr() : nullptr;
+    return out;
+}
+
 template <class Params>
 SplatGrads splat_grads(const Tensor& like, Params& p, Tensor features) {
     const int64_t N = p.num_gaussians;

@@ -62,9 +62,16 @@ NUREC_HD void SPLAT_FN(project_vjp_gaussian)(const SPLAT_PARAMS* p, int64_t g, i
     const real_t o = ((const real_t*)p->opacities)[g];
     real_t gm[3] = {0, 0, 0}, gq[4] = {0, 0, 0, 0}, gs[3] = {0, 0, 0}, go = 0;
     for (int64_t k = 0; k < extra_len; ++k) extra[k * stride] = 0;
-    for (int64_t c = 0; c < C && !overflow; ++c) {
+    real_t* om2d = (real_t*)p->grad_means2d;
+    for (int64_t c = 0; c < C; ++c) {
         const int64_t it = c * N + g;
-        if (p->counts[it] <= 0) continue;
+        const int taken = !overflow && p->counts[it] > 0;
+        if (om2d) { /* SPEC 8's means2d gradient, contiguous (a dropped item's is 0, as its record row's) */
+            const real_t* gp = (const real_t*)p->grad_records + NUREC_SPLAT_GREC_ROW(p->absgrad) * it;
+            om2d[2 * it] = taken ? gp[0] : (real_t)0;
+            om2d[2 * it + 1] = taken ? gp[1] : (real_t)0;
+        }
+        if (!taken) continue;
         SPLAT_SENSOR S;
         SPLAT_SENSOR_OF(p, c, &S, plain);
         SPLAT_AT_TIME(p, c, it, m, 0, &S);
