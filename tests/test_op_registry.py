@@ -405,7 +405,11 @@ def test_parity_lists_cut_into_parts(case, dtype, segments, segment_min, seed, m
 # The binning's ways that must give the same bits (csrc/tiles/tiles.cu, set by
 # the environment at each call): keys of tile | depth rank or tile | the
 # depth's own 32 bits (float32 up to a capacity).
-BINNING_WAYS = {"depth keys": ("NUREC_OPS_TILES_DEPTH_KEYS_MAX", ("0", str(1 << 40)))}
+# A switch of the CUDA binning (csrc/tiles/tiles.cu): (the environment it
+# runs in, the variable switched, its two values). Tile keys are compared
+# with the depth keys off, which small binnings would otherwise take.
+BINNING_WAYS = {"depth keys": ({"NUREC_OPS_TILES_TILE_KEYS": "0"}, "NUREC_OPS_TILES_DEPTH_KEYS_MAX", ("0", str(1 << 40))),
+                "tile keys": ({"NUREC_OPS_TILES_DEPTH_KEYS_MAX": "0"}, "NUREC_OPS_TILES_TILE_KEYS", ("0", "1"))}
 
 
 @gpu
@@ -416,7 +420,9 @@ def test_binning_ways_same_bits(case, way, seed, monkeypatch):
     (the intersection list up to its needed count, the tile ranges, the
     images, the parts' state) are the same bits, on the row's large scene
     with a tenth of its Gaussians 6x larger (long lists, cut into parts)."""
-    env, values = BINNING_WAYS[way]
+    fixed, env, values = BINNING_WAYS[way]
+    for k, v in fixed.items():
+        monkeypatch.setenv(k, v)
     s = dict(case.inputs("cuda", F32, seed, large=True))
     s["scales"] = s["scales"].detach().clone()
     s["scales"][: s["scales"].shape[0] // 10] *= 6

@@ -17,10 +17,18 @@
  * float32 binnings, which are host-bound, skip the ranks: their keys hold
  * the depth's own 32 bits, the same order for no sort of the items.
  *
- * (Measured on the H200: emitting in depth order and sorting 4-byte tile-id
- * keys only (2 radix passes) was slower than a 64-bit tile|depth key sort on
- * the benchmark scenes (street: binning 4.9 vs 2.7 ms): the emission's
- * writes scatter. Here the emission stays in item order.) */
+ * Tile keys (KeyBits.tile_keys, NUREC_OPS_TILES_TILE_KEYS, default on for
+ * binnings past the depth keys' size): the items are emitted in depth order
+ * (the depth sort's order, each item's run of keys at its place in a scan of
+ * the counts taken in that order) and keyed by their tile alone, so that the
+ * stable sort of the entries needs only the tile's bits: 2 radix passes of
+ * 2-byte keys where tile | rank took 4 of 4-byte keys (1944 garden x3: 15
+ * bits against 32), and no ranks to scatter. Within a tile the entries stay
+ * in emission order, which is the depth order with ties in item order: the
+ * same list, bit for bit. (An early form, measured on the H200 before the
+ * emission wrote a warp's runs 32 slots at a time, was slower: street
+ * binning 4.9 vs 2.7 ms, when the emission's writes were per item and
+ * scattered.) */
 #include <cuda_runtime.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +72,8 @@ struct KeyBits {
     bool per_image;  /* ranks within the image */
     int image_bits;  /* bits of the image index (the per-image sort's) */
     bool depth_keys; /* the low 32 bits are the depth's own (depth_key): no ranks, no depth sort */
+    bool tile_keys;  /* keys are the tile alone, items emitted in depth order (no rank bits) */
+    int key_bytes;   /* 2, 4 or 8: the entries' key type */
 };
 
 /* Small float32 binnings key the entries by tile | the depth's 32 bits
@@ -90,6 +100,12 @@ int64_t env_or(const char* name, int64_t fallback) {
     return e && *e ? (int64_t)strtoll(e, nullptr, 10) : fallback;
 }
 int64_t depth_keys_max(void) { return env_or("NUREC_OPS_TILES_DEPTH_KEYS_MAX", NUREC_TILES_DEPTH_KEYS_MAX); }
+#ifndef NUREC_TILES_TILE_KEYS
+#define NUREC_TILES_TILE_KEYS 1
+#endif
+bool tile_keys_on(void) { return env_or("NUREC_OPS_TILES_TILE_KEYS", NUREC_TILES_TILE_KEYS) != 0; }
+
+int key_bytes_for(int end) { return end > 32 ? 8 : end > 16 ? 4 : 2; }
 
 /* Bytes the big sort moves per entry and pass, times its passes (8-bit
  * digits), for keys of `end` bits: what the choice of rank weighs. */
@@ -104,11 +120,23 @@ KeyBits key_bits(const nurec_tiles_params* p) {
     const int global = bits_for(P > 1 ? (uint64_t)(P - 1) : 1);
     const int image = bits_for(N > 1 ? (uint64_t)(N - 1) : 1);
     k.depth_keys = p->dtype == NUREC_F32 && p->capacity <= depth_keys_max();
+    k.tile_keys = false;
     if (k.depth_keys) {
         k.per_image = false;
         k.rank = 32;
         k.end = 32 + tile;
         k.wide = true;
+        k.key_bytes = 8;
+        k.image_bits = 0;
+        return k;
+    }
+    if (tile_keys_on() && tile <= 32) { /* the depth sort's order, no ranks: global order serves every image */
+        k.tile_keys = true;
+        k.per_image = false;
+        k.rank = 0;
+        k.end = tile;
+        k.wide = false;
+        k.key_bytes = key_bytes_for(tile);
         k.image_bits = 0;
         return k;
     }
@@ -116,6 +144,7 @@ KeyBits key_bits(const nurec_tiles_params* p) {
     k.rank = k.per_image ? image : global;
     k.end = k.rank + tile;
     k.wide = k.end > 32;
+    k.key_bytes = k.wide ? 8 : 4;
     k.image_bits = bits_for(p->num_images > 1 ? (uint64_t)(p->num_images - 1) : 1);
     return k;
 }
@@ -123,6 +152,7 @@ KeyBits key_bits(const nurec_tiles_params* p) {
 struct Layout {
     size_t keys_in, keys_out, vals_in, sort_tmp, scan_tmp;
     size_t dkeys_in, dkeys_out, dvals_in, dvals_out, rank, dsort_tmp;
+    size_t gcounts; /* tile keys: the counts in depth order, scanned into offsets */
     size_t total;
     size_t sort_bytes, scan_bytes, dsort_bytes;
 };
@@ -141,10 +171,11 @@ bool layout_of(const nurec_tiles_params* p, Layout* L) {
     const int64_t P = num_items(p), cap = p->capacity;
     const KeyBits kb = key_bits(p);
     const bool f64 = p->dtype == NUREC_F64;
-    const size_t key = kb.wide ? 8 : 4, dkey = f64 ? 8 : 4;
+    const size_t key = (size_t)kb.key_bytes, dkey = f64 ? 8 : 4;
     L->sort_bytes = L->scan_bytes = L->dsort_bytes = 0;
-    if (cap > 0 && !(kb.wide ? sort_bytes<uint64_t>(&L->sort_bytes, cap, kb.end)
-                             : sort_bytes<uint32_t>(&L->sort_bytes, cap, kb.end)))
+    if (cap > 0 && !(kb.key_bytes == 8   ? sort_bytes<uint64_t>(&L->sort_bytes, cap, kb.end)
+                     : kb.key_bytes == 4 ? sort_bytes<uint32_t>(&L->sort_bytes, cap, kb.end)
+                                         : sort_bytes<uint16_t>(&L->sort_bytes, cap, kb.end)))
         return false;
     if (P > 0 && cub::DeviceScan::InclusiveSum(nullptr, L->scan_bytes, (const int64_t*)nullptr,
                                                (int64_t*)nullptr, P) != cudaSuccess)
@@ -168,8 +199,9 @@ bool layout_of(const nurec_tiles_params* p, Layout* L) {
     L->dkeys_out = o; o += align_up(dkey * (size_t)PR);
     L->dvals_in = o; o += align_up(sizeof(int32_t) * (size_t)PR);
     L->dvals_out = o; o += align_up(sizeof(int32_t) * (size_t)PR);
-    L->rank = o; o += align_up(sizeof(int32_t) * (size_t)PR);
+    L->rank = o; o += align_up(sizeof(int32_t) * (size_t)(kb.tile_keys ? 0 : PR)); /* tile keys: no ranks */
     L->dsort_tmp = o; o += align_up(L->dsort_bytes);
+    L->gcounts = o; o += align_up(sizeof(int64_t) * (size_t)(kb.tile_keys ? P : 0));
     L->total = o + 256;
     return true;
 }
@@ -194,11 +226,21 @@ __global__ void depth_bits_kernel(const R* records, int64_t P, DK* keys, int32_t
     vals[i] = (int32_t)i;
 }
 
-/* The low bits of item i's keys: its depth rank, or (no ranks: KeyBits'
+/* The low bits of item i's keys: none with tile keys (`order`: the items
+ * are emitted in depth order), its depth rank, or (no ranks: KeyBits'
  * depth_keys, float32 only) its depth key itself. */
-__device__ __forceinline__ uint32_t item_rank(const nurec_tiles_params& p, const int32_t* rank, int64_t i) {
+__device__ __forceinline__ uint32_t item_rank(const nurec_tiles_params& p, const int32_t* rank, const int32_t* order,
+                                              int64_t i) {
+    if (order) return 0;
     if (rank) return (uint32_t)rank[i];
     return depth_key<float, uint32_t>(((const float*)p.records)[NUREC_TREC_SIZE * i + NUREC_TREC_DEPTH]);
+}
+
+/* Tile keys: the counts in the depth sort's order, for the scan that places
+ * each item's run of keys (offsets are then indexed by that order). */
+__global__ void gather_counts_kernel(const int32_t* order, const int64_t* counts, int64_t P, int64_t* out) {
+    int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < P) out[r] = counts[order[r]];
 }
 
 __global__ void rank_scatter_kernel(const int32_t* sorted, int64_t P, int32_t* rank) {
@@ -233,7 +275,11 @@ __global__ void image_rank_scatter_kernel(const int32_t* grouped, int64_t P, int
  * vote. */
 #define EMIT_COOP 32
 
+/* Items are emitted at positions r: the item itself (r = i), or with tile
+ * keys the depth sort's r-th item (`order`), whose run of key slots is at
+ * offsets[r]. */
 struct EmitItem {
+    int64_t item;       /* the item (its id is the entries' value) */
     int64_t start, cnt; /* first key slot, number of keys */
     uint64_t base;      /* first tile id of the item's image */
     uint32_t rank;      /* depth rank */
@@ -241,16 +287,18 @@ struct EmitItem {
     nurec_footprint f;
 };
 
-__device__ bool emit_item_init(const nurec_tiles_params& p, int64_t i, int64_t tiles, const int32_t* rank,
-                               EmitItem* e) {
+__device__ bool emit_item_init(const nurec_tiles_params& p, int64_t r, int64_t tiles, const int32_t* rank,
+                               const int32_t* order, EmitItem* e) {
+    const int64_t i = order ? (int64_t)order[r] : r;
+    e->item = i;
     e->cnt = p.counts[i];
     if (e->cnt <= 0) return false;
-    e->start = p.offsets[i] - e->cnt;
+    e->start = p.offsets[r] - e->cnt;
     if (e->start >= p.capacity) return false;
     if (p.dtype == NUREC_F64)
         e->ok = nurec_footprint_of_f64(&e->f, (const double*)p.records + NUREC_TREC_SIZE * i, p.width, p.height);
     else e->ok = nurec_footprint_of_f32(&e->f, (const float*)p.records + NUREC_TREC_SIZE * i, p.width, p.height);
-    e->rank = item_rank(p, rank, i);
+    e->rank = item_rank(p, rank, order, i);
     e->base = (uint64_t)((i / p.items_per_image) * tiles);
     return true;
 }
@@ -259,9 +307,9 @@ __device__ bool emit_item_init(const nurec_tiles_params& p, int64_t i, int64_t t
  * warp's: emit_item_warp below). Any key the geometry cannot name (never
  * when the counts match) is a sentinel. */
 template <typename K>
-__device__ void emit_item(const nurec_tiles_params& p, int64_t i, const EmitItem& e, int shift, K sentinel,
-                          K* keys, int32_t* vals) {
-    const int64_t cap = p.capacity;
+__device__ void emit_item(const nurec_tiles_params& p, const EmitItem& e, int shift, K sentinel, K* keys,
+                          int32_t* vals) {
+    const int64_t cap = p.capacity, i = e.item;
     const int64_t end = e.start + e.cnt < cap ? e.cnt : cap - e.start; /* keys that fit */
     int64_t k = 0; /* keys named so far */
     if (e.ok) {
@@ -292,10 +340,10 @@ __device__ void emit_item(const nurec_tiles_params& p, int64_t i, const EmitItem
  * square roots and roundings before its handful of stores, made a large item
  * (372 tiles, ~20 rows on the 1944 garden) a long serial walk. */
 template <typename K>
-__device__ void emit_item_warp(const nurec_tiles_params& p, int64_t i, const EmitItem& e, int lane, int shift,
-                               K sentinel, K* keys, int32_t* vals) {
+__device__ void emit_item_warp(const nurec_tiles_params& p, const EmitItem& e, int lane, int shift, K sentinel,
+                               K* keys, int32_t* vals) {
     const unsigned all = 0xffffffffu;
-    const int64_t cap = p.capacity;
+    const int64_t cap = p.capacity, i = e.item;
     const int64_t end = e.start + e.cnt < cap ? e.cnt : cap - e.start; /* keys that fit */
     int64_t k = 0; /* keys named so far (uniform over the lanes) */
     if (e.ok) {
@@ -349,32 +397,33 @@ __device__ void emit_item_warp(const nurec_tiles_params& p, int64_t i, const Emi
  * window's, at once to its end). Footprint mode's one thread per small
  * item took 216 us for the street camera's 1.9 M keys. */
 template <typename K, bool kMixed>
-__device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t i0, int lane, int64_t tiles, int shift,
-                                K sentinel, K* keys, int32_t* vals, const int32_t* rank) {
+__device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t r0, int lane, int64_t tiles, int shift,
+                                K sentinel, K* keys, int32_t* vals, const int32_t* rank, const int32_t* order) {
     const unsigned all = 0xffffffffu;
     const int64_t P = num_items(&p), cap = p.capacity;
     const int64_t total = p.offsets[P - 1];
-    const int64_t i = i0 + lane;
+    const int64_t r = r0 + lane; /* this lane's position; its runs follow the positions */
+    const int64_t i = r < P ? (order ? (int64_t)order[r] : r) : 0; /* its item */
     /* this lane's item (past the last item: an empty one at the end) */
     int64_t first = total, stop = total, kept = 0;
     int32_t bx[NUREC_BOX_SIZE] = {0, 0, 0, 1, 0, 0};
     uint64_t base = 0;
     uint32_t rk = 0;
     bool walked = false; /* kMixed: written from its footprint */
-    if (i < P) {
+    if (r < P) {
         const int64_t cnt = p.counts[i];
-        stop = p.offsets[i];
+        stop = p.offsets[r];
         first = stop - cnt;
         if (cnt > 0) {
             for (int k = 0; k < NUREC_BOX_SIZE; ++k) bx[k] = p.boxes[NUREC_BOX_SIZE * i + k];
             kept = nurec_box_count(bx, p.tiles_x, p.tiles_y);
             walked = kMixed && nurec_box_cells(bx, p.tiles_x, p.tiles_y) == 0;
-            rk = item_rank(p, rank, i);
+            rk = item_rank(p, rank, order, i);
             base = (uint64_t)((i / p.items_per_image) * tiles);
         }
     }
     const int64_t lo = __shfl_sync(all, first, 0);
-    const int64_t end = p.offsets[i0 + 31 < P ? i0 + 31 : P - 1];
+    const int64_t end = p.offsets[r0 + 31 < P ? r0 + 31 : P - 1];
     const int64_t hi = end < cap ? end : cap;
     for (int64_t t0 = lo; t0 < hi;) { /* warp-uniform */
         const int64_t t = t0 + lane;
@@ -397,19 +446,20 @@ __device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t i0, int lan
                                            __shfl_sync(all, bx[5], L)};
         const uint64_t baseL = __shfl_sync(all, base, L);
         const uint32_t rL = __shfl_sync(all, rk, L);
+        const int64_t iL = __shfl_sync(all, i, L);
         t0 += 32;
         if (t >= hi || walkedL) continue;
         K key = sentinel; /* a slot the geometry cannot name (never when the counts match) */
-        if (s < kL) key = ((K)(baseL + (uint64_t)nurec_box_tile(b, nurec_box_kept(b, s), p.tiles_x)) << shift) | rL;
+        if (s < kL) key = (K)(((K)(baseL + (uint64_t)nurec_box_tile(b, nurec_box_kept(b, s), p.tiles_x)) << shift) | rL);
         keys[t] = key;
-        vals[t] = (int32_t)(i0 + L);
+        vals[t] = (int32_t)iL;
     }
     if (kMixed)
         for (unsigned m = __ballot_sync(all, walked); m != 0; m &= m - 1) {
-            const int64_t j = i0 + (__ffs(m) - 1);
+            const int64_t j = r0 + (__ffs(m) - 1);
             EmitItem e;
-            if (emit_item_init(p, j, tiles, rank, &e)) /* every lane: the same item */
-                emit_item_warp(p, j, e, lane, shift, sentinel, keys, vals);
+            if (emit_item_init(p, j, tiles, rank, order, &e)) /* every lane: the same item */
+                emit_item_warp(p, e, lane, shift, sentinel, keys, vals);
         }
 }
 
@@ -423,11 +473,11 @@ __device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t i0, int lan
    32 consecutive items come in clusters of large ones near the camera.) */
 template <typename K, int MODE>
 __global__ void __launch_bounds__(TILES_THREADS)
-emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32_t* rank) {
+emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32_t* rank, const int32_t* order) {
     const int64_t P = num_items(&p);
     const int64_t cap = p.capacity;
     const int64_t tiles = (int64_t)p.tiles_x * p.tiles_y;
-    const K sentinel = ((K)num_tiles(&p) << shift) | (((K)1 << shift) - 1);
+    const K sentinel = (K)(((K)num_tiles(&p) << shift) | (K)(((uint64_t)1 << shift) - 1));
     const int64_t total = P > 0 ? p.offsets[P - 1] : 0;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -437,20 +487,20 @@ emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32
         p.status[1] = total > cap ? 1 : 0;
     }
     if (MODE != 0) {
-        for (int64_t i0 = tid - lane; i0 < P; i0 += stride) /* warp-uniform */
-            emit_boxes_warp<K, MODE == 2>(p, i0, lane, tiles, shift, sentinel, keys, vals, rank);
-    } else for (int64_t i0 = tid - lane; i0 < P; i0 += stride) { /* warp-uniform */
-        const int64_t i = i0 + lane;
+        for (int64_t r0 = tid - lane; r0 < P; r0 += stride) /* warp-uniform */
+            emit_boxes_warp<K, MODE == 2>(p, r0, lane, tiles, shift, sentinel, keys, vals, rank, order);
+    } else for (int64_t r0 = tid - lane; r0 < P; r0 += stride) { /* warp-uniform */
+        const int64_t r = r0 + lane;
         EmitItem e;
-        const bool has = i < P && emit_item_init(p, i, tiles, rank, &e);
+        const bool has = r < P && emit_item_init(p, r, tiles, rank, order, &e);
         const bool coop = has && e.cnt > EMIT_COOP;
-        if (has && !coop) emit_item(p, i, e, shift, sentinel, keys, vals);
+        if (has && !coop) emit_item(p, e, shift, sentinel, keys, vals);
         for (unsigned m = __ballot_sync(0xffffffffu, coop); m != 0; m &= m - 1) {
             const int src = __ffs(m) - 1;
-            const int64_t j = i0 + src;
+            const int64_t j = r0 + src;
             EmitItem ej;
-            emit_item_init(p, j, tiles, rank, &ej); /* every lane: the same item */
-            emit_item_warp(p, j, ej, lane, shift, sentinel, keys, vals);
+            emit_item_init(p, j, tiles, rank, order, &ej); /* every lane: the same item */
+            emit_item_warp(p, ej, lane, shift, sentinel, keys, vals);
         }
     }
     for (int64_t j = (total < cap ? total : cap) + tid; j < cap; j += stride) {
@@ -473,11 +523,10 @@ __global__ void ranges_kernel(const K* keys, int shift, const int64_t* status, i
 
 unsigned blocks_for(int64_t n) { return (unsigned)((n + TILES_THREADS - 1) / TILES_THREADS); }
 
-// The items' depth ranks (a stable sort of their depth keys), over all
-// items or, per image, after a second stable sort by image.
+// The items in depth order (a stable sort of their depth keys: ties in item
+// order), in the workspace's dvals_out.
 template <typename R, typename DK>
-int depth_ranks(const nurec_tiles_params* p, const Layout& L, const KeyBits& kb, char* w, cudaStream_t s,
-                int32_t* rank) {
+int depth_order(const nurec_tiles_params* p, const Layout& L, char* w, cudaStream_t s) {
     const int64_t P = num_items(p);
     DK* dk_in = (DK*)(w + L.dkeys_in);
     DK* dk_out = (DK*)(w + L.dkeys_out);
@@ -488,6 +537,22 @@ int depth_ranks(const nurec_tiles_params* p, const Layout& L, const KeyBits& kb,
     if (cub::DeviceRadixSort::SortPairs(w + L.dsort_tmp, bytes, dk_in, dk_out, dv_in, dv_out, P, 0,
                                         (int)(8 * sizeof(DK)), s) != cudaSuccess)
         return NUREC_ERR_CUDA;
+    return NUREC_OK;
+}
+
+// The items' depth ranks (depth_order), over all items or, per image,
+// after a second stable sort by image.
+template <typename R, typename DK>
+int depth_ranks(const nurec_tiles_params* p, const Layout& L, const KeyBits& kb, char* w, cudaStream_t s,
+                int32_t* rank) {
+    const int64_t P = num_items(p);
+    DK* dk_in = (DK*)(w + L.dkeys_in);
+    DK* dk_out = (DK*)(w + L.dkeys_out);
+    int32_t* dv_in = (int32_t*)(w + L.dvals_in);
+    int32_t* dv_out = (int32_t*)(w + L.dvals_out);
+    const int st = depth_order<R, DK>(p, L, w, s);
+    if (st != NUREC_OK) return st;
+    size_t bytes;
     if (!kb.per_image) {
         rank_scatter_kernel<<<blocks_for(P), TILES_THREADS, 0, s>>>(dv_out, P, rank);
         return NUREC_OK;
@@ -509,7 +574,7 @@ int depth_ranks(const nurec_tiles_params* p, const Layout& L, const KeyBits& kb,
 // Emission, the sort of the entries and the tile ranges, with K-wide keys.
 template <typename K>
 int bin_entries(const nurec_tiles_params* p, const Layout& L, const KeyBits& kb, char* w, cudaStream_t s,
-                const int32_t* rank) {
+                const int32_t* rank, const int32_t* order) {
     const int64_t P = num_items(p), cap = p->capacity;
     const int64_t ntile = num_tiles(p);
     K* keys_in = (K*)(w + L.keys_in);
@@ -518,9 +583,10 @@ int bin_entries(const nurec_tiles_params* p, const Layout& L, const KeyBits& kb,
     unsigned eb = blocks_for(P > 0 ? P : 1);
     unsigned tail = blocks_for(cap) < 4096 ? blocks_for(cap) : 4096;
     if (tail > eb) eb = tail;
-    if (p->boxes && p->boxes_mixed) emit_kernel<K, 2><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
-    else if (p->boxes) emit_kernel<K, 1><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
-    else emit_kernel<K, 0><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank);
+    if (p->boxes && p->boxes_mixed)
+        emit_kernel<K, 2><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank, order);
+    else if (p->boxes) emit_kernel<K, 1><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank, order);
+    else emit_kernel<K, 0><<<eb, TILES_THREADS, 0, s>>>(*p, kb.rank, keys_in, vals_in, rank, order);
     if (cap == 0) return NUREC_OK;
     size_t bytes = L.sort_bytes;
     if (cub::DeviceRadixSort::SortPairs(w + L.sort_tmp, bytes, keys_in, keys_out, vals_in, p->isect_items,
@@ -548,20 +614,37 @@ extern "C" int nurec_tiles_bin_cuda(const nurec_tiles_params* p, void* stream) {
     char* w = (char*)(((uintptr_t)p->workspace + 255) & ~(uintptr_t)255);
     if (ntile > 0 && cudaMemsetAsync(p->tile_ranges, 0, sizeof(int64_t) * 2 * (size_t)ntile, s) != cudaSuccess)
         return NUREC_ERR_CUDA;
-    if (P > 0) {
+    const KeyBits kb = key_bits(p);
+    int st = NUREC_OK;
+    int32_t* rank = nullptr;
+    const int32_t* order = nullptr;
+    if (kb.tile_keys && P > 0) {
+        /* the items in depth order, their counts in that order scanned: each
+           item's run of keys at its place in depth order */
+        st = p->dtype == NUREC_F64 ? depth_order<double, uint64_t>(p, L, w, s) : depth_order<float, uint32_t>(p, L, w, s);
+        if (st != NUREC_OK) return st;
+        order = (const int32_t*)(w + L.dvals_out);
+        int64_t* gcounts = (int64_t*)(w + L.gcounts);
+        gather_counts_kernel<<<blocks_for(P), TILES_THREADS, 0, s>>>(order, p->counts, P, gcounts);
+        size_t bytes = L.scan_bytes;
+        if (cub::DeviceScan::InclusiveSum(w + L.scan_tmp, bytes, (const int64_t*)gcounts, p->offsets, P, s) !=
+            cudaSuccess)
+            return NUREC_ERR_CUDA;
+    } else if (P > 0) {
         size_t bytes = L.scan_bytes;
         if (cub::DeviceScan::InclusiveSum(w + L.scan_tmp, bytes, p->counts, p->offsets, P, s) !=
             cudaSuccess)
             return NUREC_ERR_CUDA;
+        if (!kb.depth_keys) {
+            rank = (int32_t*)(w + L.rank);
+            st = p->dtype == NUREC_F64 ? depth_ranks<double, uint64_t>(p, L, kb, w, s, rank)
+                                       : depth_ranks<float, uint32_t>(p, L, kb, w, s, rank);
+            if (st != NUREC_OK) return st;
+        }
     }
-    const KeyBits kb = key_bits(p);
-    int32_t* rank = kb.depth_keys ? nullptr : (int32_t*)(w + L.rank);
-    int st = NUREC_OK;
-    if (P > 0 && !kb.depth_keys)
-        st = p->dtype == NUREC_F64 ? depth_ranks<double, uint64_t>(p, L, kb, w, s, rank)
-                                   : depth_ranks<float, uint32_t>(p, L, kb, w, s, rank);
-    if (st != NUREC_OK) return st;
-    st = kb.wide ? bin_entries<uint64_t>(p, L, kb, w, s, rank) : bin_entries<uint32_t>(p, L, kb, w, s, rank);
+    st = kb.key_bytes == 8   ? bin_entries<uint64_t>(p, L, kb, w, s, rank, order)
+         : kb.key_bytes == 4 ? bin_entries<uint32_t>(p, L, kb, w, s, rank, order)
+                             : bin_entries<uint16_t>(p, L, kb, w, s, rank, order);
     if (st != NUREC_OK) return st;
     return cudaGetLastError() == cudaSuccess ? NUREC_OK : NUREC_ERR_CUDA;
 }
