@@ -261,7 +261,12 @@ def test_lidar_tile_boxes_on_real_tables(device, table):
     scene = tl.random_scene(N=80, C=1, D=1, col_step=1)  # 16 rows x 3600 columns: 15 tiles a row
     scene["scales"] = scene["scales"] * 2
     scene["scales"][:10] *= 3  # rectangles past the cut's 64 cells too
-    scene["column_azimuths"] = _real_like_tables(col_step=1)[table]
+    scene["column_azimuths"] = az = _real_like_tables(col_step=1)[table]
+    # those ten in front of the table's middle column (azimuth atan2(y, x) from the identity sweep), so
+    # that a sector's gap cannot hide them all (seed 222 did: no rectangle past 64 cells was drawn)
+    m = scene["means"][:10]
+    r, a = m[:, :2].norm(dim=-1), az[az.shape[0] // 2] + (torch.rand(10, dtype=torch.float64) - 0.5) * 0.2
+    scene["means"][:10, 0], scene["means"][:10, 1] = r * torch.cos(a), r * torch.sin(a)
     s = tl.to(scene, device, torch.float64, grad=False)
     out = tl.OPS.rasterize_lidar_fwd(*tl.fwd_op_args(s, 0, 512, 1 << 16))
     rec, counts = out[3][0].cpu(), out[4][0].cpu()
