@@ -569,17 +569,6 @@ def test_rasterizers_return_named_outputs():
     assert out._fields == ("features", "range", "alpha") and out.features is out[0]
 
 
-def _longest_camera_list(s):
-    """The longest tile list of a camera scene (the CPU op's binning, whose
-    tiles the CUDA binning shares)."""
-    op = torch.ops.nurec_ops.rasterize_camera_fwd.default
-    x = tc.to(s, "cpu", torch.float64, grad=False)
-    out = op(x["means"], x["quats"], x["scales"], x["opacities"], x["features"], x["viewmats"], x["Ks"], None,
-             x["width"], x["height"], 0.01, 1e10, -1, 0, 1, 1 << 24)
-    r = out[[a.name for a in op._schema.returns].index("tile_ranges")]
-    return int((r[..., 1] - r[..., 0]).max())
-
-
 @gpu
 @pytest.mark.parametrize("sensor,footprint", [("camera", 2.0), ("camera", 0.5), ("lidar", 1.0)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -593,12 +582,15 @@ def test_absgrad_cuda_matches_cpu_dense(sensor, footprint, dtype):
     footprints (the warps' sums) and small ones (the few lanes' own
     atomics)."""
     import test_rasterize_lidar as tl
+    from op_cases import CASES
+    from test_op_registry import longest_list  # the CPU binning's longest list: the CUDA one's tiles
     torch.manual_seed(torch.initial_seed() % (1 << 31))
     if sensor == "camera":
         m, s = tc, tc.random_scene(N=6000, C=2, W=160, H=96, D=3)
         s["scales"] = s["scales"] * footprint  # 2: footprints of many pixels; 0.5: of few
         op = nurec_ops.rasterize_camera
-        assert _longest_camera_list(s) > 3 * 256  # the backward's batches are RC_BWD_BATCH = 256 entries
+        pinhole = next(c for c in CASES if c.name == "camera-pinhole")
+        assert longest_list(pinhole, s) > 3 * 256  # the backward's batches are RC_BWD_BATCH = 256 entries
     else:
         m, s = tl, tl.random_scene(N=3000, C=2, D=2, row_step=2, col_step=3)
         op = nurec_ops.rasterize_lidar
