@@ -1,6 +1,6 @@
 """SPEC section 8, per-Gaussian outputs for densification, shared by the
-camera and lidar rasterizers: the ``Meta`` tuple (means2d, radii, depths)
-computed from a forward's records on the device without a host sync, and
+camera and lidar rasterizers: the ``Meta`` tuple (means2d, radii, depths),
+which a forward's projection writes on the device without a host sync, and
 the autograd path that makes ``meta.means2d.grad`` the loss's gradient
 with respect to each projected mean (from the backward's per-item gradient
 records)."""
@@ -34,23 +34,42 @@ def means2d_grad_shape(means2d_grad, C, N):
     return (C, N, 2) if means2d_grad else (0, 0, 2)
 
 
+def meta_shapes(empty, meta, C, N):
+    """A rasterizer forward op's last three outputs, for its fake kernel:
+    SPEC 8's means2d [C, N, 2], radii [C, N, 2] int32 and depths [C, N],
+    each with no rows where ``meta`` was not asked for
+    (csrc/tiles/splat_glue.h, splat_meta_outputs)."""
+    c, n = (C, N) if meta else (0, 0)
+    return empty((c, n, 2)), empty((c, n, 2), dtype=torch.int32), empty((c, n))
+
+
+def check_meta_cell(op, meta, meta_cell, like):
+    """The lidar forward's ``meta_cell`` (a cell's size, [2] on the
+    device), needed with ``meta``: the glue's checks."""
+    from . import _checks as Ck
+
+    if not meta:
+        return
+    if meta_cell is None:
+        Ck.fail(op, "`meta` needs `meta_cell`, a cell's size [2]")
+    Ck.shape(op, "meta_cell", meta_cell, (2,), "[2] (a cell's size)")
+    Ck.real(op, "meta_cell", meta_cell, like, "means")
+    Ck.device(op, "meta_cell", meta_cell, like, "means")
+
+
 def absgrad_of(grad_records, absgrad):
     """SPEC 8's absgrad [C * N, 2] from the backward's records (a view), or None."""
     return grad_records[:, 8:10] if absgrad else None
 
 
-def meta_of(records, counts, cell=(1.0, 1.0), means2d=None):
-    """Meta from a forward's records [C, N, 8] (u, v, conic A B C, opacity,
-    depth, threshold) and tile counts [C, N], by the one-pass op
-    ``nurec_ops::splat_meta``; ``cell`` is a cell's size in the records'
-    units, two Python numbers (the camera: 1 pixel) or a [2] device tensor
-    (the lidar's mean column and row spacing), for the radii. ``means2d``,
-    if given (the leaf of means2d_grad), receives the projected means."""
-    rec = records.detach()
-    if isinstance(cell, torch.Tensor):
-        m2d, radii, depths = torch.ops.nurec_ops.splat_meta(rec, counts, cell, 1.0, 1.0)
-    else:  # Python numbers: no host-to-device copy (that would synchronize)
-        m2d, radii, depths = torch.ops.nurec_ops.splat_meta(rec, counts, None, float(cell[0]), float(cell[1]))
+def meta_of(out, means2d=None):
+    """Meta from a rasterizer forward's outputs: its projection wrote SPEC
+    8's (means2d, radii, depths) as its last three outputs (the forward's
+    ``meta=True``; ``nurec_ops::splat_meta`` computes the same from the
+    records, a second pass over them). Detached: they carry no graph.
+    ``means2d``, if given (the leaf of means2d_grad), receives the
+    projected means."""
+    m2d, radii, depths = (t.detach() for t in out[-3:])
     if means2d is not None:
         if torch.compiler.is_compiling():
             with torch.no_grad():
@@ -126,13 +145,12 @@ def means2d_grad_function(autograd_op, setup_context, backward_with_records):
                                                    "backward": staticmethod(backward)})
 
 
-def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_grad, cell_of, outputs,
-                  absgrad=False):
+def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_grad, outputs, absgrad=False):
     """The rasterizers' common tail: checks the flags, runs ``run(forward)``
-    (the binned forward) through ``with_m2d`` when the means2d gradient is
-    wanted, and returns the outputs as ``outputs[0]`` (named tuple), or with
-    their Meta as ``outputs[1]`` if asked (``cell_of()`` gives the cell size
-    for the radii)."""
+    (the binned forward, asked for its meta when return_meta) through
+    ``with_m2d`` when the means2d gradient is wanted, and returns the
+    outputs as ``outputs[0]`` (named tuple), or with their Meta as
+    ``outputs[1]`` if asked."""
     from . import _checks
 
     if means2d_grad and not return_meta:
@@ -142,11 +160,11 @@ def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_g
     m2d = None
     if means2d_grad and torch.is_grad_enabled():
         # leaves whose values the forward does not read (empty: no fill
-        # kernel); meta_of writes the projected means into m2d
+        # kernel); meta_of hands them the projected means
         m2d = like.new_empty((C, N, 2)).requires_grad_(True)
         out = run(lambda *a: with_m2d.apply(m2d, bool(absgrad), *a))
     else:
         out = run(forward)
     if return_meta:
-        return outputs[1](out[0], out[1], out[2], meta_of(out[3], out[4], cell_of(), m2d))
+        return outputs[1](out[0], out[1], out[2], meta_of(out, m2d))
     return outputs[0](out[0], out[1], out[2])

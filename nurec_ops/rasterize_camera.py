@@ -9,8 +9,9 @@ from . import _camera_models
 from . import _checks as Ck
 from . import _rolling_shutter
 from ._library import AutogradOp, named_outputs, ops
-from ._meta import (Meta, absgrad_of, grad_records_width, means2d_grad_function, means2d_grad_shape,  # noqa: F401
-                    run_with_meta)  # (Meta: the return_meta type)
+from ._meta import Meta  # noqa: F401  (the return_meta type)
+from ._meta import (absgrad_of, grad_records_width, means2d_grad_function, means2d_grad_shape, meta_shapes,
+                    run_with_meta)
 from .nvtx import ranged
 
 _OP = "rasterize_camera"
@@ -143,13 +144,13 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     rs_code, rs_end = _rolling_shutter.op_args(_OP, viewmats, viewmats_end, shutter)
     args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
             float(near), float(far), sh, segments, _SEGMENT_MIN)
-    tail = (code, model_params, rs_code, rs_end)
+    tail = (code, model_params, rs_code, rs_end, bool(return_meta))  # meta: written by the projection
 
     def run(forward):
         return _binning.run_binned(_OP, lambda *a: forward(*a, *tail), args, means.device, (C, width, height),
                                    C * N, binning, capacity, on_overflow, report=10)
-    return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad,
-                         lambda: (1.0, 1.0), _OUTPUTS, absgrad)
+    return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad, _OUTPUTS,
+                         absgrad)
 
 
 def check_overflow():
@@ -230,7 +231,7 @@ def _check_shutter(op, C, means, shutter, viewmats_end):
 @torch.library.register_fake("nurec_ops::rasterize_camera_fwd")
 def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height, near, far,
           sh_degree, segments, segment_min, capacity, camera_model=0, model_params=None, shutter=0,
-          viewmats_end=None):
+          viewmats_end=None, meta=False):
     C, N, D, K = _check(_OP, means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width,
                         height, near, far, sh_degree)
     _check_model(_OP, C, means, camera_model, model_params)
@@ -247,7 +248,7 @@ def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, 
             e((C * N * 3 if sh_degree >= 0 else 0,)), e((M,), dtype=i32), e((C, ty, tx, 2), dtype=i64),
             e((C, H, W)), e((C, H, W), dtype=i32), e((2,), dtype=i64), e((S, X, _TILE * _TILE, D + 2)),
             e((S, X, _TILE * _TILE), dtype=i32), e((C if shutter else 0, N)),
-            e((_binning.part_chunks(S, capacity, segment_min),), dtype=i64))
+            e((_binning.part_chunks(S, capacity, segment_min),), dtype=i64)) + meta_shapes(e, meta, C, N)
 
 
 @torch.library.register_fake("nurec_ops::rasterize_camera_bwd")
@@ -273,7 +274,7 @@ def _setup_context(ctx, inputs, output):
     shutter = inputs[18] if len(inputs) > 18 else 0
     viewmats_end = inputs[19] if len(inputs) > 19 else None
     (_, _, _, records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, taus,
-     seg_later) = output
+     seg_later) = output[:15]  # then SPEC 8's meta (means2d, radii, depths): no gradient
     ctx.set_materialize_grads(False)
     ctx.has_bg = backgrounds is not None
     saved = [means, quats, scales, opacities, features, viewmats, Ks, records, counts, colors, isect,

@@ -10,7 +10,8 @@ from . import _binning
 from . import _checks as Ck
 from ._lidar_table import canonical_columns, cell_size
 from ._library import AutogradOp, named_outputs, ops
-from ._meta import absgrad_of, grad_records_width, means2d_grad_function, means2d_grad_shape, run_with_meta
+from ._meta import (absgrad_of, check_meta_cell, grad_records_width, means2d_grad_function, means2d_grad_shape,
+                    meta_shapes, run_with_meta)
 from .nvtx import ranged
 
 _OP = "rasterize_lidar"
@@ -122,16 +123,16 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     args = (means, quats, scales, opacities, features, viewmats, row_elevations, col_az, col_order,
             row_azimuth_offsets, float(near), float(far), e2, segments, _SEGMENT_MIN)
     C, N = _binning.leading(viewmats), _binning.leading(means)
-    tail = rolling_args(_OP, viewmats, viewmats_end, column_azimuths, col_order, column_times)
+    # SPEC 8's meta, written by the projection; its radii in cells of the
+    # table's mean column and row spacing (a device tensor cached per table)
+    meta_args = (True, cell_size(row_elevations, col_az)) if return_meta else (False, None)
+    tail = rolling_args(_OP, viewmats, viewmats_end, column_azimuths, col_order, column_times) + meta_args
 
     def run(forward):
         return _binning.run_binned(_OP, lambda *a: forward(*a, *tail), args, means.device,
                                    (C, _binning.leading(row_elevations), W), C * N, binning, capacity, on_overflow,
                                    report=9)
-
-    def cell():  # mean column and row spacing, a device tensor cached per table (no sync)
-        return cell_size(row_elevations, col_az)
-    return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad, cell, _OUTPUTS,
+    return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad, _OUTPUTS,
                          absgrad)
 
 
@@ -247,10 +248,11 @@ def _check_column_times(op, column_times, W, ref, ref_name):
 @torch.library.register_fake("nurec_ops::rasterize_lidar_fwd")
 def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths, column_order,
           row_azimuth_offsets, near, far, eps2d, segments, segment_min, capacity, viewmats_end=None,
-          column_times=None):
+          column_times=None, meta=False, meta_cell=None):
     C, N, D, R, W = _check(_OP, means, quats, scales, opacities, features, viewmats, row_elevations,
                            column_azimuths, column_order, row_azimuth_offsets, near, far, eps2d)
     _check_rolling(_OP, C, W, means, viewmats_end, column_times)
+    check_meta_cell(_OP, meta, meta_cell, means)
     Ck.segments(_OP, segments, segment_min)
     ty, tx = (R + _TILE_ROWS - 1) // _TILE_ROWS, (W + _TILE_COLS - 1) // _TILE_COLS
     M = _binning.fake_intersections(means.device, capacity)
@@ -263,7 +265,7 @@ def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, c
             e((2,), dtype=i64), e((S, X, _TILE_ROWS * _TILE_COLS, D + 2)),
             e((S, X, _TILE_ROWS * _TILE_COLS), dtype=i32),
             e((C if viewmats_end is not None else 0, N)),
-            e((_binning.part_chunks(S, capacity, segment_min),), dtype=i64))
+            e((_binning.part_chunks(S, capacity, segment_min),), dtype=i64)) + meta_shapes(e, meta, C, N)
 
 
 @torch.library.register_fake("nurec_ops::rasterize_lidar_bwd")
@@ -289,7 +291,8 @@ def _setup_context(ctx, inputs, output):
      _segments, segment_min, _capacity) = inputs[:16]
     viewmats_end = inputs[16] if len(inputs) > 16 else None
     column_times = inputs[17] if len(inputs) > 17 else None
-    _, _, _, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, taus, seg_later = output
+    # then SPEC 8's meta (means2d, radii, depths): no gradient
+    _, _, _, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last, taus, seg_later = output[:14]
     ctx.set_materialize_grads(False)
     ctx.save_for_backward(means, quats, scales, opacities, features, viewmats, row_el, col_az, col_order,
                           row_off, records, counts, isect, ranges, final_T, last, status, seg_state, seg_last,

@@ -80,6 +80,60 @@ def test_splat_meta_op(device, dtype, tensor_cell):
     torch.library.opcheck(torch.ops.nurec_ops.splat_meta.default, args)
 
 
+def _meta_scene(sensor, device, dtype):
+    if sensor == "camera":
+        return tc.to(tc.random_scene(N=150, C=2, W=40, H=24), device, dtype, grad=False)
+    return tl.to(tl.random_scene(N=120, C=2, D=2), device, dtype, grad=False)
+
+
+def _forward_with_meta(sensor, s, meta):
+    """A small scene's forward op outputs with or without meta, the cell
+    size its radii are in (None: the camera's pixel; the lidar's mean
+    spacing), and the op overload and arguments that gave them."""
+    from nurec_ops._lidar_table import cell_size
+
+    if sensor == "camera":
+        op, cell = torch.ops.nurec_ops.rasterize_camera_fwd.default, None
+        args = (s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["Ks"], None,
+                40, 24, 0.01, 1e10, -1, 0, 1, 1 << 18, 0, None, 0, None, meta)
+    else:
+        op, args = torch.ops.nurec_ops.rasterize_lidar_fwd.default, tl.fwd_op_args(s, 0, 1, 1 << 18)
+        cell = cell_size(args[6], args[7])  # the canonical table's rows and columns
+        args = args + (None, None, meta, cell if meta else None)
+    return op(*args), cell, op, args
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("sensor", ["camera", "lidar"])
+def test_forward_meta_is_splat_meta_of_its_records(sensor, device, dtype):
+    """The forward ops' meta=True (their projection writes SPEC 8's meta)
+    is bit for bit nurec_ops::splat_meta of the forward's own records and
+    counts, for both rasterizers and precisions; meta=False gives none of
+    it (no rows), and asking for it changes no other output."""
+    s = _meta_scene(sensor, device, dtype)
+    with_meta, cell, op, args = _forward_with_meta(sensor, s, True)
+    plain = _forward_with_meta(sensor, s, False)[0]
+    records, counts = with_meta[3], with_meta[4]
+    expect = torch.ops.nurec_ops.splat_meta(records, counts, cell, 1.0, 1.0)
+    assert (counts > 0).any() and (counts == 0).any()
+    for name, got, want in zip(("means2d", "radii", "depths"), with_meta[-3:], expect):
+        assert got.shape == want.shape and got.dtype == want.dtype, name
+        assert torch.equal(got, want), name
+    assert [tuple(t.shape) for t in plain[-3:]] == [(0, 0, 2), (0, 0, 2), (0, 0)]
+    assert len(plain) == len(with_meta)
+    for k in range(5):  # the images, the records and the counts
+        assert torch.equal(plain[k], with_meta[k]), k
+    if dtype == torch.float64:  # the schema, fake kernel and autograd registration with meta
+        torch.library.opcheck(op, args)
+
+
+def test_lidar_forward_meta_needs_its_cell():
+    s = tl.to(tl.random_scene(N=20, C=1, D=2), "cpu", torch.float64, grad=False)
+    with pytest.raises(RuntimeError, match="`meta` needs `meta_cell`"):
+        torch.ops.nurec_ops.rasterize_lidar_fwd(*tl.fwd_op_args(s, 0, 1, 1 << 16), None, None, True, None)
+
+
 def _means2d_grad_reference(s, cot, absgrad=False):
     """d loss / d (projected means) of the reference render, with the 2D
     means as free variables (conics, depths and colours held); with absgrad

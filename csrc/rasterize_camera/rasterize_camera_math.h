@@ -8,6 +8,7 @@
 #include "math/quat.h"
 #include "tiles/tiles_math.h"
 #include "tiles/splat_math.h"
+#include "splat_meta/splat_meta_math.h" /* SPEC 8's meta item, in the projection */
 #include "rasterize_camera/rasterize_camera.h"
 #include "sensors/camera_models.h"
 #include "sensors/rolling_shutter.h"

@@ -155,7 +155,7 @@ void rc_check_grid(const char* op, const Tensor& means, const nurec_rasterize_ca
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
-           Tensor, Tensor, Tensor>
+           Tensor, Tensor, Tensor, Tensor, Tensor, Tensor>
 rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
                                          Tensor opacities, Tensor features, Tensor viewmats,
                                          Tensor Ks, std::optional<Tensor> backgrounds,
@@ -163,7 +163,7 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
                                          double far_plane, int64_t sh_degree, int64_t segments,
                                          int64_t segment_min, int64_t capacity, int64_t camera_model,
                                          std::optional<Tensor> model_params, int64_t shutter,
-                                         std::optional<Tensor> viewmats_end) {
+                                         std::optional<Tensor> viewmats_end, bool meta) {
     const char* op = "rasterize_camera";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
@@ -186,6 +186,7 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
     p.colors = colors.data_ptr();
     Tensor boxes = empty_dense(in.means, {C, N, NUREC_BOX_SIZE}, aoti_torch_dtype_int32());
     p.boxes = (int32_t*)boxes.data_ptr();
+    const SplatMeta m = splat_meta_outputs(op, in.means, p, C, meta, std::nullopt, 1.0, 1.0); /* pixels */
     splat_project(op, in.means, p, launchers);
     Tensor render = empty_like_shape(in.means, {C, H, W, D});
     Tensor depth = empty_like_shape(in.means, {C, H, W, 1});
@@ -200,7 +201,7 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
     p.alpha = alpha.data_ptr();
     b.isect = splat_forward(op, in.means, p, capacity, launchers);
     return {render, depth, alpha, b.records, b.counts, colors, b.isect, b.tile_ranges, b.final_T, b.last,
-            b.status, seg_state, seg_last, taus, seg_later};
+            b.status, seg_state, seg_last, taus, seg_later, m.means2d, m.radii, m.depths};
 }
 
 // The gradients of the Gaussians, and per (camera, Gaussian) item its
@@ -280,10 +281,11 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor features, Tensor viewmats, Tensor Ks, Tensor? backgrounds, int width, "
           "int height, float near, float far, int sh_degree, int segments, int segment_min, "
           "int capacity, int camera_model=0, Tensor? model_params=None, int shutter=0, "
-          "Tensor? viewmats_end=None) -> (Tensor render, "
+          "Tensor? viewmats_end=None, bool meta=False) -> (Tensor render, "
           "Tensor depth, Tensor alpha, Tensor records, Tensor counts, Tensor colors, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
-          "Tensor seg_state, Tensor seg_last, Tensor taus, Tensor seg_later)");
+          "Tensor seg_state, Tensor seg_last, Tensor taus, Tensor seg_later, Tensor means2d, "
+          "Tensor radii, Tensor depths)");
     m.def("rasterize_camera_bwd(Tensor grad_render, Tensor? grad_depth, Tensor? grad_alpha, "
           "Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features, "
           "Tensor viewmats, Tensor Ks, Tensor? backgrounds, Tensor records, Tensor counts, "

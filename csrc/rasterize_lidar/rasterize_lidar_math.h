@@ -10,6 +10,7 @@
 #include "math/defs.h"
 #include "tiles/splat_math.h"
 #include "tiles/tiles_math.h"
+#include "splat_meta/splat_meta_math.h" /* SPEC 8's meta item, in the projection */
 #include "rasterize_lidar/rasterize_lidar.h"
 #include "math/quat.h"
 #include "sensors/rolling_shutter.h"

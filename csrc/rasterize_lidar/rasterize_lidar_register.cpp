@@ -135,12 +135,13 @@ void rl_shutter(const char* op, nurec_rasterize_lidar_params& p, const Tensor& m
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor,
-           Tensor>
+           Tensor, Tensor, Tensor, Tensor>
 rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features,
                     Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, Tensor column_order,
                     Tensor row_azimuth_offsets, double near_plane, double far_plane, double eps2d,
                     int64_t segments, int64_t segment_min, int64_t capacity,
-                    std::optional<Tensor> viewmats_end, std::optional<Tensor> column_times) {
+                    std::optional<Tensor> viewmats_end, std::optional<Tensor> column_times, bool meta,
+                    std::optional<Tensor> meta_cell) {
     const char* op = "rasterize_lidar";
     RlInputs in = rl_inputs(op, means, quats, scales, opacities, features, viewmats, row_elevations,
                             column_azimuths, column_order, row_azimuth_offsets, near_plane, far_plane, eps2d);
@@ -148,6 +149,7 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
     const int64_t C = p.num_sweeps, N = p.num_gaussians, D = p.channels, R = p.rows, W = p.cols;
     Tensor rs_keep[2];
     rl_shutter(op, p, in.means, viewmats_end, column_times, rs_keep);
+    NUREC_CHECK(!meta || meta_cell.has_value(), "nurec_ops.", op, ": `meta` needs `meta_cell`, a cell's size [2]");
     Tensor taus = empty_like_shape(in.means, {p.viewmats_end ? C : 0, N});
     p.taus = taus.data_ptr();
     splat_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
@@ -161,6 +163,8 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
     splat_projection_buffers(b, in.means, p, C);
     Tensor boxes = empty_dense(in.means, {C, N, NUREC_BOX_SIZE}, aoti_torch_dtype_int32());
     p.boxes = (int32_t*)boxes.data_ptr();
+    /* radii in lidar cells: the table's mean column and row spacing (meta_cell) */
+    const SplatMeta m = splat_meta_outputs(op, in.means, p, C, meta, meta_cell, 1.0, 1.0);
     splat_project(op, in.means, p, launchers);
     Tensor out = empty_like_shape(in.means, {C, R, W, D});
     Tensor range = empty_like_shape(in.means, {C, R, W, 1});
@@ -175,7 +179,8 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
     p.alpha = alpha.data_ptr();
     b.isect = splat_forward(op, in.means, p, capacity, launchers);
     return {out,      range,  alpha,    b.records, b.counts,  b.isect,
-            b.tile_ranges, b.final_T, b.last, b.status, seg_state, seg_last, taus, seg_later};
+            b.tile_ranges, b.final_T, b.last, b.status, seg_state, seg_last, taus, seg_later,
+            m.means2d,     m.radii,   m.depths};
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lidar_bwd(
@@ -236,10 +241,12 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
     m.def("rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities, "
           "Tensor features, Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, "
           "Tensor column_order, Tensor row_azimuth_offsets, float near, float far, float eps2d, int segments, "
-          "int segment_min, int capacity, Tensor? viewmats_end=None, Tensor? column_times=None) -> "
+          "int segment_min, int capacity, Tensor? viewmats_end=None, Tensor? column_times=None, "
+          "bool meta=False, Tensor? meta_cell=None) -> "
           "(Tensor features_out, Tensor range, Tensor alpha, Tensor records, Tensor counts, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
-          "Tensor seg_state, Tensor seg_last, Tensor taus, Tensor seg_later)");
+          "Tensor seg_state, Tensor seg_last, Tensor taus, Tensor seg_later, Tensor means2d, "
+          "Tensor radii, Tensor depths)");
     m.def("rasterize_lidar_bwd(Tensor grad_features, Tensor? grad_range, Tensor? grad_alpha, "
           "Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor features, "
           "Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, Tensor column_order, "

@@ -84,6 +84,12 @@
     void* workspace;         /* CUDA binning scratch */ \
     size_t workspace_bytes; \
     void* alpha;             /* [C, cells] forward output */ \
+    /* SPEC 8's meta, written by the projection where asked for (NULL: not) */ \
+    void* meta_means2d;      /* [C, N, 2] */ \
+    int32_t* meta_radii;     /* [C, N, 2] */ \
+    void* meta_depths;       /* [C, N] */ \
+    const void* meta_cell;   /* [2] real on the device (a lidar cell), or NULL: */ \
+    double meta_cell_u, meta_cell_v; /* a cell's size in the records' units */ \
     /* backward */ \
     const void* grad_alpha;  /* [C, cells], or NULL: zero (a loss that reads no alpha) */ \
     void* grad_records;      /* [C, N, NUREC_SPLAT_GREC_ROW(absgrad)] scratch, zeroed by the launcher */ \

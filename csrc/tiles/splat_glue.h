@@ -260,6 +260,43 @@ Tensor splat_means2d_grad_output(const Tensor& like, Params& p, int64_t C, bool 
     return out;
 }
 
+// SPEC section 8's meta of a forward, written by its projection
+// (tiles/splat_project_generic.h) where asked for: means2d [C, N, 2], radii
+// [C, N, 2] int32, depths [C, N]; each [0, 0, ...] and the params' pointers
+// NULL where not. A cell's size for the radii: `cell` [2] on the device
+// (the lidar's, cached per table: no host copy) or cell_u x cell_v.
+struct SplatMeta {
+    Tensor means2d, radii, depths, cell;
+};
+
+template <class Params>
+SplatMeta splat_meta_outputs(const char* op, const Tensor& like, Params& p, int64_t C, bool want,
+                             const std::optional<Tensor>& cell, double cell_u, double cell_v) {
+    const int64_t c = want ? C : 0, n = want ? p.num_gaussians : 0;
+    SplatMeta m{empty_like_shape(like, {c, n, 2}), empty_dense(like, {c, n, 2}, aoti_torch_dtype_int32()),
+                empty_like_shape(like, {c, n}), Tensor()};
+    p.meta_means2d = nullptr;
+    p.meta_radii = nullptr;
+    p.meta_depths = nullptr;
+    p.meta_cell = nullptr;
+    p.meta_cell_u = cell_u;
+    p.meta_cell_v = cell_v;
+    if (!want) return m;
+    if (cell.has_value()) {
+        check_shape(op, "meta_cell", *cell, {2}, "[2] (a cell's size)");
+        check_real(op, "meta_cell", *cell, like, "means");
+        check_device(op, "meta_cell", *cell, like, "means");
+        m.cell = dense(*cell);
+        p.meta_cell = m.cell.data_ptr();
+    }
+    if (c * n > 0) {
+        p.meta_means2d = m.means2d.data_ptr();
+        p.meta_radii = (int32_t*)m.radii.data_ptr();
+        p.meta_depths = m.depths.data_ptr();
+    }
+    return m;
+}
+
 template <class Params>
 SplatGrads splat_grads(const Tensor& like, Params& p, Tensor features) {
     const int64_t N = p.num_gaussians;

@@ -3,7 +3,11 @@
  * cell count, and per Gaussian the projection VJP summed over the sensors.
  * The C CPU loops and the CUDA kernels of both families call these two
  * functions; what differs per sensor is the family's hooks below (its sensor
- * model's projection lives in sensors/ and its family math header).
+ * model's projection lives in sensors/ and its family math header). With
+ * meta asked for (p->meta_radii), the projection also writes SPEC 8's meta
+ * of each item, as nurec_ops::splat_meta would from its record and count
+ * (splat_meta/splat_meta_math_generic.h's item), without that op's second
+ * pass over the records.
  *
  * A family's math generic file defines, then includes this file (which
  * undefines them):
@@ -40,6 +44,11 @@ NUREC_HD void SPLAT_FN(project_item)(const SPLAT_PARAMS* p, int64_t c, int64_t g
     real_t* out = (real_t*)p->records + NUREC_TREC_SIZE * it;
     for (int k = 0; k < NUREC_TREC_SIZE; ++k) out[k] = rec[k];
     p->counts[it] = cnt;
+    if (p->meta_radii) { /* SPEC 8's meta from the record in hand (splat_meta's own item) */
+        const real_t* cell = (const real_t*)p->meta_cell;
+        NR(splat_meta_item)(rec, cnt, cell ? cell[0] : (real_t)p->meta_cell_u, cell ? cell[1] : (real_t)p->meta_cell_v,
+                            (real_t*)p->meta_means2d + 2 * it, p->meta_radii + 2 * it, (real_t*)p->meta_depths + it);
+    }
     SPLAT_ITEM_DONE(p, S, g, it, m, cnt);
 }
 
