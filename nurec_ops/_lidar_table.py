@@ -63,6 +63,49 @@ def _cell(row_el, col_az):
         return torch.stack((col, row)).clamp_min(1e-12)
 
 
+def row_search(row_elevations, row_azimuth_offsets):
+    """The rows in elevation order and their range tables, ``[1 + 4 L, R]``
+    in the table's dtype and device (L = floor(log2 R) + 1), or None for a
+    table the op will refuse (it names the problem) or an empty one: row 0
+    the elevations ascending (NaN as +inf), then L levels of sparse tables
+    over the sorted rows, level l's entry k the min over ``[k, k + 2^l)``
+    of the rows' indices, then the max of the indices, the min of the
+    azimuth offsets (NaN as +inf) and their max (NaN as -inf). The
+    projection finds the rows an item's elevation extent reaches by two
+    binary searches and reads their first and last index and their
+    offsets' span in two lookups each (csrc/rasterize_lidar,
+    rl_rows_reached), the same rows and values as a scan of every row.
+    Cached per table (no host sync)."""
+    el, off = row_elevations, row_azimuth_offsets
+    if (el.dim() != 1 or off.dim() != 1 or el.shape != off.shape or el.shape[0] == 0 or el.shape[0] > (1 << 20)
+            or el.dtype != off.dtype or el.dtype not in (torch.float32, torch.float64) or el.device != off.device):
+        return None
+    return cached("row_search", (el, off), _row_search)
+
+
+def _row_search(el, off):
+    with torch.no_grad():
+        R = el.shape[0]
+        inf = float("inf")
+        s, perm = torch.sort(torch.nan_to_num(el.detach(), nan=inf, posinf=inf, neginf=-inf), stable=True)
+        o = off.detach()[perm]
+        bases = (perm.to(el.dtype), perm.to(el.dtype), torch.nan_to_num(o, nan=inf, posinf=inf, neginf=-inf),
+                 torch.nan_to_num(o, nan=-inf, posinf=inf, neginf=-inf))
+        ops = (torch.minimum, torch.maximum, torch.minimum, torch.maximum)
+        L = R.bit_length()  # floor(log2 R) + 1 levels: 2^(L - 1) <= R
+        tables = []
+        for base, op in zip(bases, ops):
+            level, levels = base, [base]
+            for lv in range(1, L):
+                h = 1 << (lv - 1)  # level lv's entry k: op of level lv - 1's entries k and k + h
+                nxt = level.clone()
+                nxt[: R - h] = op(level[: R - h], level[h:])
+                levels.append(nxt)
+                level = nxt
+            tables.append(torch.stack(levels))
+        return torch.cat([s[None]] + tables).contiguous()
+
+
 def _derive(t):
     if t.dim() != 1 or t.shape[0] == 0 or not t.dtype.is_floating_point:
         # bad or empty tables are reported by the op's own checks, naming them

@@ -8,7 +8,7 @@ import torch
 
 from . import _binning
 from . import _checks as Ck
-from ._lidar_table import canonical_columns, cell_size
+from ._lidar_table import canonical_columns, cell_size, row_search
 from ._library import AutogradOp, named_outputs, ops
 from ._meta import (absgrad_of, check_meta_cell, grad_records_width, means2d_grad_function, means2d_grad_shape,
                     meta_shapes, run_with_meta)
@@ -126,7 +126,9 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     # SPEC 8's meta, written by the projection; its radii in cells of the
     # table's mean column and row spacing (a device tensor cached per table)
     meta_args = (True, cell_size(row_elevations, col_az)) if return_meta else (False, None)
-    tail = rolling_args(_OP, viewmats, viewmats_end, column_azimuths, col_order, column_times) + meta_args
+    # the rows in elevation order, for the projection's search (cached per table)
+    tail = (rolling_args(_OP, viewmats, viewmats_end, column_azimuths, col_order, column_times) + meta_args
+            + (row_search(row_elevations, row_azimuth_offsets),))
 
     def run(forward):
         return _binning.run_binned(_OP, lambda *a: forward(*a, *tail), args, means.device,
@@ -248,11 +250,16 @@ def _check_column_times(op, column_times, W, ref, ref_name):
 @torch.library.register_fake("nurec_ops::rasterize_lidar_fwd")
 def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths, column_order,
           row_azimuth_offsets, near, far, eps2d, segments, segment_min, capacity, viewmats_end=None,
-          column_times=None, meta=False, meta_cell=None):
+          column_times=None, meta=False, meta_cell=None, row_search=None):
     C, N, D, R, W = _check(_OP, means, quats, scales, opacities, features, viewmats, row_elevations,
                            column_azimuths, column_order, row_azimuth_offsets, near, far, eps2d)
     _check_rolling(_OP, C, W, means, viewmats_end, column_times)
     check_meta_cell(_OP, meta, meta_cell, means)
+    if row_search is not None and R > 0:
+        Ck.shape(_OP, "row_search", row_search, (1 + 4 * int(R).bit_length(), R),
+                 "[1 + 4 L, R] (nurec_ops._lidar_table.row_search of the rows' table)")
+        Ck.real(_OP, "row_search", row_search, means, "means")
+        Ck.device(_OP, "row_search", row_search, means, "means")
     Ck.segments(_OP, segments, segment_min)
     ty, tx = (R + _TILE_ROWS - 1) // _TILE_ROWS, (W + _TILE_COLS - 1) // _TILE_COLS
     M = _binning.fake_intersections(means.device, capacity)

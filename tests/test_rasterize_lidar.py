@@ -505,3 +505,41 @@ def test_cuda_vs_cpu_full_sensor():
 
 
 # Long lists cut into parts (CUDA): tests/test_op_registry.py, over the registry's rows.
+
+
+# ------------------------------------------------------- the rows by search
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("table", ["real", "shuffled", "full", "non-finite"])
+def test_row_search_reaches_the_scanned_rows(device, dtype, table):
+    """The projection finds the rows an item reaches by search over the
+    rows in elevation order (row_search, which the wrapper always passes)
+    or by a scan of every row: the same counts, lists and outputs bit for
+    bit, for the real (uneven) table, the same rows shuffled (any real
+    table), the full 128-row one, and one with NaN and infinite elevations
+    and offsets."""
+    from nurec_ops._lidar_table import row_search
+
+    if table == "full":
+        s = random_scene(N=300, C=2, D=2, row_step=1, col_step=20)
+    else:
+        s = random_scene(N=300, C=2, D=2)
+    if table in ("shuffled", "non-finite"):
+        perm = torch.randperm(s["row_elevations"].shape[0])
+        s["row_elevations"], s["row_azimuth_offsets"] = s["row_elevations"][perm], s["row_azimuth_offsets"][perm]
+    if table == "non-finite":
+        s["row_elevations"][[2, 5]] = torch.tensor([math.nan, math.inf], dtype=torch.float64)
+        s["row_azimuth_offsets"][[3, 7, 9]] = torch.tensor([math.nan, -math.inf, math.nan], dtype=torch.float64)
+    s = to(s, device, dtype, grad=False)
+    args = fwd_op_args(s, 0, 1, 1 << 18)
+    search = row_search(args[6], args[9])
+    assert search is not None and search.shape == (1 + 4 * args[6].shape[0].bit_length(), args[6].shape[0])
+    by_search = OPS.rasterize_lidar_fwd(*args, None, None, False, None, search)
+    by_scan = OPS.rasterize_lidar_fwd(*args, None, None, False, None, None)
+    counts = by_scan[4]
+    assert (counts > 1).any() and (counts == 0).any()
+    for k, (a, b) in enumerate(zip(by_search, by_scan)):
+        assert a.shape == b.shape and torch.equal(a.nan_to_num(), b.nan_to_num()), k
+    if table == "real" and dtype == torch.float64:  # the schema and fake kernel with row_search
+        torch.library.opcheck(OPS.rasterize_lidar_fwd.default, (*args, None, None, False, None, search))

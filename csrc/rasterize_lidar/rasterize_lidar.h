@@ -74,6 +74,10 @@ typedef struct nurec_rasterize_lidar_params {
     const int32_t* column_order;     /* [W] the user's column of each canonical column */
     const void* column_times;        /* [W] canonical: each column's relative firing time (with viewmats_end) */
     const void* row_azimuth_offsets; /* [R] */
+    /* the rows in elevation order and their range tables (rl_rows_reached:
+       [1 + 4 L, R] real, L = row_levels), or NULL: the rows are scanned */
+    const void* row_search;
+    int row_levels;
     int32_t* boxes;          /* [C * N, NUREC_BOX_SIZE] tile rectangles (forward writes) */
     /* forward outputs (and alpha) */
     void* out_features;      /* [C, R, W, D] */

@@ -96,6 +96,28 @@ RlInputs rl_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     return in;
 }
 
+// The rows in elevation order and their range tables (nurec_ops._lidar_table's
+// row_search, built once per table): the projection finds the rows an
+// item reaches by search (rl_rows_reached) instead of a scan of every row.
+// Absent: the scan. Its values are derived from row_elevations and
+// row_azimuth_offsets as column_order is from column_azimuths.
+Tensor rl_row_search(const char* op, nurec_rasterize_lidar_params& p, const Tensor& means,
+                     const std::optional<Tensor>& row_search) {
+    p.row_search = nullptr;
+    p.row_levels = 0;
+    if (!row_search.has_value() || p.rows == 0) return Tensor();
+    int levels = 1;
+    while ((p.rows >> levels) != 0) ++levels; /* floor(log2 R) + 1 */
+    check_shape(op, "row_search", *row_search, {1 + 4 * (int64_t)levels, p.rows},
+                "[1 + 4 L, R] (nurec_ops._lidar_table.row_search of the rows' table)");
+    check_real(op, "row_search", *row_search, means, "means");
+    check_device(op, "row_search", *row_search, means, "means");
+    Tensor t = dense(*row_search);
+    p.row_search = t.data_ptr();
+    p.row_levels = levels;
+    return t;
+}
+
 // CUDA grid limits of the per-tile kernels (tiles/splat_parts_grid_cuda.cuh):
 // the 3-D grid (y: tile rows, z: sweeps x channel passes of 2) and, where
 // lists are cut, the list's one dimension of slices of sweeps x passes x
@@ -141,7 +163,7 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
                     Tensor row_azimuth_offsets, double near_plane, double far_plane, double eps2d,
                     int64_t segments, int64_t segment_min, int64_t capacity,
                     std::optional<Tensor> viewmats_end, std::optional<Tensor> column_times, bool meta,
-                    std::optional<Tensor> meta_cell) {
+                    std::optional<Tensor> meta_cell, std::optional<Tensor> row_search) {
     const char* op = "rasterize_lidar";
     RlInputs in = rl_inputs(op, means, quats, scales, opacities, features, viewmats, row_elevations,
                             column_azimuths, column_order, row_azimuth_offsets, near_plane, far_plane, eps2d);
@@ -150,6 +172,7 @@ rasterize_lidar_fwd(Tensor means, Tensor quats, Tensor scales, Tensor opacities,
     Tensor rs_keep[2];
     rl_shutter(op, p, in.means, viewmats_end, column_times, rs_keep);
     NUREC_CHECK(!meta || meta_cell.has_value(), "nurec_ops.", op, ": `meta` needs `meta_cell`, a cell's size [2]");
+    const Tensor search = rl_row_search(op, p, in.means, row_search);
     Tensor taus = empty_like_shape(in.means, {p.viewmats_end ? C : 0, N});
     p.taus = taus.data_ptr();
     splat_segments(op, p, in.means.is_cpu() ? 0 : segments, segment_min);
@@ -242,7 +265,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor features, Tensor viewmats, Tensor row_elevations, Tensor column_azimuths, "
           "Tensor column_order, Tensor row_azimuth_offsets, float near, float far, float eps2d, int segments, "
           "int segment_min, int capacity, Tensor? viewmats_end=None, Tensor? column_times=None, "
-          "bool meta=False, Tensor? meta_cell=None) -> "
+          "bool meta=False, Tensor? meta_cell=None, Tensor? row_search=None) -> "
           "(Tensor features_out, Tensor range, Tensor alpha, Tensor records, Tensor counts, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
           "Tensor seg_state, Tensor seg_last, Tensor taus, Tensor seg_later, Tensor means2d, "
