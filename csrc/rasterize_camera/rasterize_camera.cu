@@ -17,6 +17,7 @@
 extern "C" {
 #include "rasterize_camera/rasterize_camera_math.h"
 }
+#include "tiles/footprint_warp_cuda.cuh"
 
 #define NUREC_HD_DEV static __device__ __forceinline__
 #define RC_PROJ_THREADS 256

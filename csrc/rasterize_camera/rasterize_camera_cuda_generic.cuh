@@ -12,14 +12,26 @@
 template <bool kModels>
 __global__ void __launch_bounds__(RC_PROJ_THREADS, kModels ? 1 : RC_PROJ_MIN_BLOCKS)
 NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
+    __shared__ nurec_footprint_stage stage[RC_PROJ_THREADS / 32];
     const int64_t N = p.num_gaussians;
-    int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (it >= p.num_cameras * N) return;
+    const int64_t it = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int in = it < p.num_cameras * N; /* a lane past the end stays for its warp's footprint walk */
     if (!kModels) p.shutter = NUREC_SHUTTER_GLOBAL;
-    int64_t c = it / N, g = it - c * N;
+    const int64_t c = in ? it / N : 0, g = in ? it - c * N : 0;
     NR(rc_camera) cam;
-    NR(rc_camera_as)(&p, c, !kModels, &cam);
-    NR(rc_project_item)(&p, c, g, &cam); /* tiles/splat_project_generic.h */
+    real_t m[3], rec[NUREC_TREC_SIZE];
+    nurec_footprint f;
+    int reach = 0;
+    if (in) {
+        NR(rc_camera_as)(&p, c, !kModels, &cam);
+        reach = NR(rc_item_footprint)(&p, rec, NR(rc_project_record)(&p, c, g, &cam, m, rec), &f);
+    }
+    /* the item's tiles: rc_item_cells's box and count, the rows spread over the warp */
+    int32_t box[NUREC_BOX_SIZE];
+    const int64_t cnt = nurec_footprint_box_warp(&f, reach, p.width, box, &stage[threadIdx.x >> 5]);
+    if (!in) return;
+    NR(rc_item_box)(&p, it, box);
+    NR(rc_project_write)(&p, &cam, g, it, m, rec, cnt); /* tiles/splat_project_generic.h */
 }
 
 /* Where a block works: one block per (tile, camera, pass of up to RC_CH

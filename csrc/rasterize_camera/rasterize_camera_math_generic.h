@@ -400,14 +400,23 @@ NUREC_HD real_t NR(rc_alpha)(const real_t* r, real_t px, real_t py, real_t* vis,
 /* The camera's hooks of the projection written once for both rasterizers
  * (tiles/splat_project_generic.h): its cells are the tiles its footprint
  * crosses; its extra per item is the SH colour seen from the camera. */
+NUREC_HD int NR(rc_item_footprint)(const nurec_rasterize_camera_params* p, const real_t* rec, int vis,
+                                   nurec_footprint* f) {
+    return vis && NR(nurec_footprint_of)(f, rec, p->width, p->height);
+}
+
+NUREC_HD void NR(rc_item_box)(const nurec_rasterize_camera_params* p, int64_t it, const int32_t box[NUREC_BOX_SIZE]) {
+    if (p->boxes)
+        for (int k = 0; k < NUREC_BOX_SIZE; ++k) p->boxes[NUREC_BOX_SIZE * it + k] = box[k];
+}
+
 NUREC_HD int64_t NR(rc_item_cells)(const nurec_rasterize_camera_params* p, int64_t it, const real_t* rec, int vis) {
     nurec_footprint f;
     int32_t box[NUREC_BOX_SIZE] = {-1, -1, -1, 0, 0, 0};
     int64_t n = 0;
-    if (vis && NR(nurec_footprint_of)(&f, rec, p->width, p->height))
+    if (NR(rc_item_footprint)(p, rec, vis, &f))
         n = p->boxes ? nurec_footprint_box(&f, p->width, box) : nurec_footprint_count(&f, p->width);
-    if (p->boxes)
-        for (int k = 0; k < NUREC_BOX_SIZE; ++k) p->boxes[NUREC_BOX_SIZE * it + k] = box[k];
+    NR(rc_item_box)(p, it, box);
     return n;
 }
 

@@ -27,20 +27,27 @@
  *   SPLAT_ITEM_VJP(p, S, g, it, m, extra, stride, gm)  its VJP (extra: the
  *                                         camera's SH gradients), or nothing */
 
-/* Item it = c N + g: the Gaussian's record through sensor c (S, moved here to
- * the item's own time), its count and the family's extra, written. */
-NUREC_HD void SPLAT_FN(project_item)(const SPLAT_PARAMS* p, int64_t c, int64_t g, SPLAT_SENSOR* S) {
+/* Item it = c N + g, in two halves around its cells (a CUDA projection
+ * may count those with its warp: tiles/footprint_warp_cuda.cuh).
+ * project_record: the Gaussian's record through sensor c (S moved here to
+ * the item's own time, m its mean there) into rec; returns whether it is
+ * visible. project_write: the record, its count cnt, SPEC 8's meta and the
+ * family's extra, written. project_item: both, with SPLAT_CELLS between. */
+NUREC_HD int SPLAT_FN(project_record)(const SPLAT_PARAMS* p, int64_t c, int64_t g, SPLAT_SENSOR* S, real_t m[3],
+                                      real_t rec[NUREC_TREC_SIZE]) {
     const int64_t it = c * p->num_gaussians + g;
     const real_t* mp = (const real_t*)p->means + 3 * g;
     const real_t* qp = (const real_t*)p->quats + 4 * g;
     const real_t* sp = (const real_t*)p->scales + 3 * g;
-    real_t m[3] = {mp[0], mp[1], mp[2]}, q[4] = {qp[0], qp[1], qp[2], qp[3]};
-    real_t s[3] = {sp[0], sp[1], sp[2]};
+    real_t q[4] = {qp[0], qp[1], qp[2], qp[3]}, s[3] = {sp[0], sp[1], sp[2]};
+    m[0] = mp[0]; m[1] = mp[1]; m[2] = mp[2];
     SPLAT_AT_TIME(p, c, it, m, 1, S);
-    real_t rec[NUREC_TREC_SIZE];
     SPLAT_PROJ P;
-    const int vis = SPLAT_PROJECT(p, S, m, q, s, ((const real_t*)p->opacities)[g], &P, rec);
-    const int64_t cnt = SPLAT_CELLS(p, it, rec, vis);
+    return SPLAT_PROJECT(p, S, m, q, s, ((const real_t*)p->opacities)[g], &P, rec);
+}
+
+NUREC_HD void SPLAT_FN(project_write)(const SPLAT_PARAMS* p, const SPLAT_SENSOR* S, int64_t g, int64_t it,
+                                      const real_t m[3], const real_t rec[NUREC_TREC_SIZE], int64_t cnt) {
     real_t* out = (real_t*)p->records + NUREC_TREC_SIZE * it;
     for (int k = 0; k < NUREC_TREC_SIZE; ++k) out[k] = rec[k];
     p->counts[it] = cnt;
@@ -50,6 +57,13 @@ NUREC_HD void SPLAT_FN(project_item)(const SPLAT_PARAMS* p, int64_t c, int64_t g
                             (real_t*)p->meta_means2d + 2 * it, p->meta_radii + 2 * it, (real_t*)p->meta_depths + it);
     }
     SPLAT_ITEM_DONE(p, S, g, it, m, cnt);
+}
+
+NUREC_HD void SPLAT_FN(project_item)(const SPLAT_PARAMS* p, int64_t c, int64_t g, SPLAT_SENSOR* S) {
+    const int64_t it = c * p->num_gaussians + g;
+    real_t m[3], rec[NUREC_TREC_SIZE];
+    const int vis = SPLAT_FN(project_record)(p, c, g, S, m, rec);
+    SPLAT_FN(project_write)(p, S, g, it, m, rec, SPLAT_CELLS(p, it, rec, vis));
 }
 
 /* Gaussian g: the projection VJP of its items summed over the sensors (no

@@ -75,63 +75,107 @@ NUREC_HD int64_t nurec_footprint_count(const nurec_footprint* f, int width) {
     return n;
 }
 
+/* The n low bits of a word (n in [0, 64]). */
+NUREC_HD uint64_t nurec_low_bits(int n) {
+    return n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;
+}
+
 /* The footprint's tiles as a tile rectangle less its cut cells (tiles.h
  * boxes mode: the same tiles, named by a cell index instead of a walk over
  * the rows) where the rectangle has at most 64 cells, the cut's reach;
  * otherwise an empty rectangle (cells 0), and the binning walks the
- * footprint. Returns the tile count (nurec_footprint_count's). */
-NUREC_HD int64_t nurec_footprint_box(const nurec_footprint* f, int width, int32_t box[NUREC_BOX_SIZE]) {
-    box[0] = box[1] = box[2] = -1;
-    box[3] = box[4] = box[5] = 0;
-    int64_t n = 0;
-    int ty0 = -1, ty1 = -1, x0 = 0, x1 = -1, af = 0;
+ * footprint. Written as a fold over the footprint's rows in ascending
+ * order (nurec_box_fold_row for each row that has a run) and a finish, so
+ * that the rows themselves can be computed elsewhere: the CUDA projection
+ * spreads a warp's rows over its lanes (tiles/footprint_warp_cuda.cuh) and
+ * folds them in the same order, for the same bits. */
+typedef struct nurec_box_fold {
+    int64_t n; /* tiles so far */
+    int ty0, ty1, x0, x1, af;
     /* the first 8 rows' runs, byte r of pa / pb: a - af + 64, b - af + 64
      * (af: the first run's a; in 1..127 wherever the rectangle has at most
      * 64 cells, 0: no run), so that the cut needs no second walk there */
-    uint64_t pa = 0, pb = 0;
-    for (int ty = f->py0 / NUREC_TILE; ty <= f->py1 / NUREC_TILE; ++ty) {
-        int a, b;
-        if (!nurec_footprint_row(f, ty, width, &a, &b)) continue;
-        n += b - a + 1;
-        if (ty0 < 0) {
-            ty0 = ty;
-            af = x0 = a;
-            x1 = b;
-        }
-        ty1 = ty;
-        x0 = a < x0 ? a : x0;
-        x1 = b > x1 ? b : x1;
-        const int r = ty - ty0;
-        if (r < 8 && a - af > -64 && b - af < 64) {
-            pa |= (uint64_t)(uint8_t)(a - af + 64) << (8 * r);
-            pb |= (uint64_t)(uint8_t)(b - af + 64) << (8 * r);
-        }
+    uint64_t pa, pb;
+} nurec_box_fold;
+
+NUREC_HD void nurec_box_fold_init(nurec_box_fold* s) {
+    s->n = 0;
+    s->ty0 = s->ty1 = -1;
+    s->x0 = s->af = 0;
+    s->x1 = -1;
+    s->pa = s->pb = 0;
+}
+
+/* Row ty's run [a, b] (rows in ascending order; rows without a run skipped). */
+NUREC_HD void nurec_box_fold_row(nurec_box_fold* s, int ty, int a, int b) {
+    s->n += b - a + 1;
+    if (s->ty0 < 0) {
+        s->ty0 = ty;
+        s->af = s->x0 = a;
+        s->x1 = b;
     }
-    const int ntx = x1 - x0 + 1;
-    if (n == 0 || (int64_t)(ty1 - ty0 + 1) * ntx > 64) return n;
-    uint64_t cut = 0; /* the rectangle's cells outside each row's run */
-    for (int ty = ty0; ty <= ty1; ++ty) {
-        int a = 0, b = -1;
-        const int r = ty - ty0;
+    s->ty1 = ty;
+    s->x0 = a < s->x0 ? a : s->x0;
+    s->x1 = b > s->x1 ? b : s->x1;
+    const int r = ty - s->ty0;
+    if (r < 8 && a - s->af > -64 && b - s->af < 64) {
+        s->pa |= (uint64_t)(uint8_t)(a - s->af + 64) << (8 * r);
+        s->pb |= (uint64_t)(uint8_t)(b - s->af + 64) << (8 * r);
+    }
+}
+
+/* Writes box (the rectangle and its cut, or an empty one past 64 cells);
+ * returns the tile count. Rows past the first 8 of a rectangle of at most
+ * 64 cells (at most 7 columns) are walked again here. */
+NUREC_HD void nurec_box_empty(int32_t box[NUREC_BOX_SIZE]) {
+    box[0] = box[1] = box[2] = -1;
+    box[3] = box[4] = box[5] = 0;
+}
+
+NUREC_HD int64_t nurec_box_fold_finish(const nurec_box_fold* s, const nurec_footprint* f, int width,
+                                       int32_t box[NUREC_BOX_SIZE]) {
+    nurec_box_empty(box);
+    const int ntx = s->x1 - s->x0 + 1;
+    if (s->n == 0 || (int64_t)(s->ty1 - s->ty0 + 1) * ntx > 64) return s->n;
+    /* the rectangle's cells outside each row's run, a row's bits at once
+       (a loop over its cells took most of a garden item's walk: ~27 cells) */
+    const uint64_t row_cells = nurec_low_bits(ntx);
+    uint64_t cut = 0;
+    for (int ty = s->ty0; ty <= s->ty1; ++ty) {
+        const int r = ty - s->ty0;
+        uint64_t out = row_cells; /* no run: the whole row */
+        int a, b, has = 0;
         if (r < 8) {
-            const int ea = (int)((pa >> (8 * r)) & 0xff), eb = (int)((pb >> (8 * r)) & 0xff);
-            if (ea != 0) {
-                a = ea - 64 + af;
-                b = eb - 64 + af;
-            }
-        } else if (!nurec_footprint_row(f, ty, width, &a, &b)) {
-            b = -1;
+            const int ea = (int)((s->pa >> (8 * r)) & 0xff), eb = (int)((s->pb >> (8 * r)) & 0xff);
+            has = ea != 0;
+            a = ea - 64 + s->af;
+            b = eb - 64 + s->af;
+        } else {
+            has = nurec_footprint_row(f, ty, width, &a, &b);
         }
-        for (int k = 0; k < ntx; ++k)
-            if (x0 + k < a || x0 + k > b) cut |= (uint64_t)1 << (r * ntx + k);
+        /* a run lies inside the rectangle's columns: x0 <= a <= b <= x1 */
+        if (has) out &= ~(nurec_low_bits(b - s->x0 + 1) & ~nurec_low_bits(a - s->x0));
+        cut |= out << (r * ntx); /* r * ntx <= 64 - ntx */
     }
-    box[0] = ty0;
-    box[1] = ty1;
-    box[2] = x0;
+    box[0] = s->ty0;
+    box[1] = s->ty1;
+    box[2] = s->x0;
     box[3] = ntx;
     box[4] = (int32_t)(uint32_t)cut;
     box[5] = (int32_t)(uint32_t)(cut >> 32);
-    return n;
+    return s->n;
+}
+
+/* The fold over a thread's own walk of the rows. Returns the tile count
+ * (nurec_footprint_count's). */
+NUREC_HD int64_t nurec_footprint_box(const nurec_footprint* f, int width, int32_t box[NUREC_BOX_SIZE]) {
+    nurec_box_fold s;
+    nurec_box_fold_init(&s);
+    for (int ty = f->py0 / NUREC_TILE; ty <= f->py1 / NUREC_TILE; ++ty) {
+        int a, b;
+        if (nurec_footprint_row(f, ty, width, &a, &b)) nurec_box_fold_row(&s, ty, a, b);
+    }
+    return nurec_box_fold_finish(&s, f, width, box);
 }
 
 /* Footprint of a record (layout NUREC_TREC_* in tiles.h) of either precision. */
