@@ -176,11 +176,16 @@ def _real_like_tables(col_step=10):
     W = az.shape[0]
     g = torch.Generator().manual_seed(3)
     uneven = az + (torch.rand(W, generator=g, dtype=torch.float64) - 0.5) * 0.8 * (2 * math.pi / W)
+    # spacing that varies ~30x round the turn: an evenly spaced guess lands up to ~0.024 W columns
+    # off (9 of 360, 86 of 3600), past the column search's 4 steps, so its binary search finishes
+    t = torch.arange(W, dtype=torch.float64) / W
+    warped = az[0] + (az[-1] - az[0]) * W / (W - 1) * (t + 0.15 * torch.sin(2 * math.pi * t))
     return {
         "rotated-wrapped": _wrap(torch.roll(az, 137)),  # starts mid-sweep, wraps from -pi to pi inside
         "counter-clockwise": _wrap(torch.roll(az, 50).flip(0)),
         "sector": _wrap(torch.roll(az, 200 * W // 360))[:250 * W // 360],  # 250 of 360 parts: a gap
         "uneven": _wrap(torch.roll(uneven, 11)),
+        "warped": _wrap(torch.roll(warped, 29)),
         # the table's seam (its jump round the circle, the last column to the first included: the
         # synthetic model's table has no jump inside) moved to column 127, inside the first tile
         "wrap-mid-tile": torch.roll(_wrap(az), 127 - int((torch.roll(_wrap(az), -1) - _wrap(az)).abs().argmax())),
