@@ -113,8 +113,24 @@ def table(tree, family, keep):
     for name, ins in sass_kernels(sass).items():
         if keep and not any(k in name for k in keep):
             continue
-        rows[name] = (len(ins), *regs.get(name, (0, 0)), loops(ins))
+        rows[same_name(name)] = (len(ins), *regs.get(name, (0, 0)), loops(ins))
     return rows
+
+
+def same_name(name):
+    """A kernel's name with its anonymous namespace's per-build hash
+    (``_GLOBAL__N__<hex>_``, which differs between two trees' builds)
+    dropped, so that the builds' rows meet."""
+    return re.sub(r"_GLOBAL__N__[0-9a-f]+_", "_GLOBAL__N__", name)
+
+
+def shown(name, width=60):
+    """The name cut to width from just before its "kernel": the mangled
+    namespace before it is alike for all, and the template arguments just
+    after it tell a family's kernel variants apart."""
+    i = name.find("kernel")
+    start = max(0, min(i - 25, len(name) - width)) if i >= 0 else 0
+    return name[start:start + width]
 
 
 def main():
@@ -143,7 +159,7 @@ def main():
         for label in results:
             r = results[label].get(n)
             cells.append("-" if r is None else f"{r[0]}, {r[1]}, {r[2]}, {r[3]}")
-        print(f"{n[:60]:60} | " + " | ".join(cells))
+        print(f"{shown(n):60} | " + " | ".join(cells))
 
 
 if __name__ == "__main__":
