@@ -101,6 +101,27 @@ def _fake_splat_meta(records, counts, cell, cell_u, cell_v):
     return e((C, N, 2)), e((C, N, 2), dtype=torch.int32), e((C, N))
 
 
+def split_grads(res):
+    """A rasterizer's ``_backward_with_records(ctx, g..., absgrad=False,
+    means2d_grad=False)`` result: the op's input gradients, then its three
+    extras: the per-item gradient records [C * N, 8] (16 slots a row with
+    absgrad, its absgrad in slots 8, 9: csrc/tiles/splat.h), SPEC 8's
+    absgrad [C * N, 2] (else None) and SPEC 8's means2d gradient [C, N, 2],
+    contiguous (else None)."""
+    return tuple(res[:-3]), res[-3], res[-2], res[-1]
+
+
+def op_backward(backward_with_records):
+    """The op's registered backward: ``backward_with_records``'s input
+    gradients for the cotangents of the op's first three outputs (its
+    other outputs carry none)."""
+
+    def backward(ctx, g0, g1, g2, *_unused):
+        return split_grads(backward_with_records(ctx, g0, g1, g2))[0]
+
+    return backward
+
+
 def means2d_grad_function(autograd_op, setup_context, backward_with_records):
     """An autograd.Function running ``autograd_op``'s forward with two more
     inputs first: ``means2d`` [C, N, 2] (a leaf whose values are not read)
@@ -112,8 +133,8 @@ def means2d_grad_function(autograd_op, setup_context, backward_with_records):
     AccumulateGrad node, copy and hook cost host time in every step of a
     trainer that densifies on absgrad. ``backward_with_records(ctx, g...,
     absgrad=, means2d_grad=True)`` returns the gradient records, the
-    absgrad and the means2d gradient after the op's own input gradients:
-    that one contiguous, written by the op, so that the leaf's
+    absgrad and the means2d gradient after the op's own input gradients
+    (split_grads): the last contiguous, written by the op, so that the leaf's
     AccumulateGrad takes it as it is (a strided view of the records cost a
     copy kernel per step: 5.3 us on the street camera, 9.1 with absgrad's
     wider rows; H200, session 28)."""
@@ -134,11 +155,12 @@ def means2d_grad_function(autograd_op, setup_context, backward_with_records):
         return out
 
     def backward(ctx, *grads):
-        res = backward_with_records(ctx, *grads[:3], absgrad=ctx.absgrad, means2d_grad=True)
+        grads, _, absgrad, g_m2d = split_grads(
+            backward_with_records(ctx, *grads[:3], absgrad=ctx.absgrad, means2d_grad=True))
         C, N = ctx.m2d_shape[0], ctx.m2d_shape[1]
         if ctx.absgrad:
-            ctx.m2d.absgrad = res[-2].view(C, N, 2)
-        return (res[-1], None) + tuple(res[:-3])
+            ctx.m2d.absgrad = absgrad.view(C, N, 2)
+        return (g_m2d, None) + grads
 
     name = f"{autograd_op.op.__name__}_with_means2d"
     return type(name, (torch.autograd.Function,), {"forward": staticmethod(forward),

@@ -11,7 +11,7 @@ from . import _rolling_shutter
 from ._library import AutogradOp, named_outputs, ops
 from ._meta import Meta  # noqa: F401  (the return_meta type)
 from ._meta import (absgrad_of, grad_records_width, means2d_grad_function, means2d_grad_shape, meta_shapes,
-                    run_with_meta)
+                    op_backward, run_with_meta)
 from .nvtx import ranged
 
 _OP = "rasterize_camera"
@@ -290,16 +290,8 @@ def _setup_context(ctx, inputs, output):
     ctx.n_inputs = len(inputs)
 
 
-def _backward(ctx, g_render, g_depth, g_alpha, *_unused):
-    return _backward_with_records(ctx, g_render, g_depth, g_alpha)[:-3]
-
-
 def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False, means2d_grad=False):
-    """The op's backward; also returns the per-item gradient records
-    [C * N, 8], with absgrad SPEC 8's absgrad [C * N, 2] (else None: the
-    records' rows then have 16 slots, absgrad in slots 8, 9:
-    csrc/tiles/splat.h), and with means2d_grad SPEC 8's means2d gradient
-    [C, N, 2], contiguous (else None)."""
+    """The op's backward and its extras (_meta.split_grads)."""
     saved = ctx.saved_tensors
     (means, quats, scales, opacities, features, viewmats, Ks, records, counts, colors, isect, ranges,
      final_T, last, status, seg_state, seg_last) = saved[:17]
@@ -327,7 +319,7 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False, means
         grec, absgrad_of(grec, absgrad), gm2d if means2d_grad else None)
 
 
-_FORWARD = AutogradOp("rasterize_camera_fwd", _backward, _setup_context)
+_FORWARD = AutogradOp("rasterize_camera_fwd", op_backward(_backward_with_records), _setup_context)
 
 
 _WITH_MEANS2D = means2d_grad_function(_FORWARD, _setup_context, _backward_with_records)
