@@ -68,7 +68,6 @@ __host__ __device__ int64_t num_tiles(const nurec_tiles_params* p) { /* of all i
 struct KeyBits {
     int rank;        /* low bits: ranks 0..P-1, or 0..N-1 per image */
     int end;         /* rank + tile bits (tiles 0..ntile, the last the sentinel's) */
-    bool wide;       /* more than 32 bits: 8-byte keys */
     bool per_image;  /* ranks within the image */
     int image_bits;  /* bits of the image index (the per-image sort's) */
     bool depth_keys; /* the low 32 bits are the depth's own (depth_key): no ranks, no depth sort */
@@ -125,7 +124,6 @@ KeyBits key_bits(const nurec_tiles_params* p) {
         k.per_image = false;
         k.rank = 32;
         k.end = 32 + tile;
-        k.wide = true;
         k.key_bytes = 8;
         k.image_bits = 0;
         return k;
@@ -135,7 +133,6 @@ KeyBits key_bits(const nurec_tiles_params* p) {
         k.per_image = false;
         k.rank = 0;
         k.end = tile;
-        k.wide = false;
         k.key_bytes = key_bytes_for(tile);
         k.image_bits = 0;
         return k;
@@ -143,8 +140,7 @@ KeyBits key_bits(const nurec_tiles_params* p) {
     k.per_image = p->num_images > 1 && entry_sort_cost(image + tile) < entry_sort_cost(global + tile);
     k.rank = k.per_image ? image : global;
     k.end = k.rank + tile;
-    k.wide = k.end > 32;
-    k.key_bytes = k.wide ? 8 : 4;
+    k.key_bytes = k.end > 32 ? 8 : 4; /* 4 bytes even for 16 bits or fewer, as before the tile keys */
     k.image_bits = bits_for(p->num_images > 1 ? (uint64_t)(p->num_images - 1) : 1);
     return k;
 }
