@@ -266,8 +266,8 @@ def footprint_tiles(rec, W, H, tile=16):
         a, b = r0 + 0.5 - v, r1 + 0.5 - v
         k, q = B / A, delta / A
         dr, dl = clamp(dy_right, a, b), clamp(-dy_right, a, b)
-        xr = u - k * dr + math.sqrt(max(thr - dr * dr * q, 0.0) / A)
-        xl = u - k * dl - math.sqrt(max(thr - dl * dl * q, 0.0) / A)
+        xr = u - k * dr + math.sqrt(max(thr - dr * dr * q, 0.0) * (1.0 / A))
+        xl = u - k * dl - math.sqrt(max(thr - dl * dl * q, 0.0) * (1.0 / A))
         lo, hi = math.ceil(xl - 0.5), math.floor(xr - 0.5)
         if lo <= hi and hi >= 0 and lo <= W - 1:
             out.update((ty, tx) for tx in range(int(max(lo, 0)) // tile, int(min(hi, W - 1)) // tile + 1))

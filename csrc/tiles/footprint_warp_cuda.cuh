@@ -31,6 +31,16 @@ typedef struct nurec_footprint_stage {
     int a[32], b[32];
 } nurec_footprint_stage;
 
+/* The item's box and count from its own thread's walk (none: an empty box). */
+static __device__ __forceinline__ int64_t nurec_footprint_box_own(const nurec_footprint* f, int reach, int width,
+                                                                  int32_t box[NUREC_BOX_SIZE]) {
+    if (!reach) {
+        nurec_box_empty(box);
+        return 0;
+    }
+    return nurec_footprint_box(f, width, box);
+}
+
 static __device__ __forceinline__ int64_t nurec_footprint_box_warp(const nurec_footprint* f, int reach, int width,
                                                                    int32_t box[NUREC_BOX_SIZE],
                                                                    nurec_footprint_stage* st) {
@@ -38,7 +48,11 @@ static __device__ __forceinline__ int64_t nurec_footprint_box_warp(const nurec_f
     const int lane = threadIdx.x & 31;
     const int ty_first = reach ? f->py0 / NUREC_TILE : 0;
     const int rows = reach ? f->py1 / NUREC_TILE - ty_first + 1 : 0;
-    int incl = rows;
+    /* the warp's row numbers are ints: 32 footprints of up to 2^25 tile
+       rows each (an image 2^29 pixels tall) keep them below 2^30; a taller
+       one walks its own rows, whatever its length */
+    const int huge = __any_sync(full, rows > (1 << 25));
+    int incl = huge ? 0 : rows;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
         const int y = __shfl_up_sync(full, incl, o);
@@ -53,13 +67,8 @@ static __device__ __forceinline__ int64_t nurec_footprint_box_warp(const nurec_f
        (H200, session 30: the 1944 garden's projection 57.1 us with every
        warp walking its own rows, 63.8 spreading them all; the street's,
        whose few near footprints are long, 71.5 against 62.4) */
-    if (most <= 2 * ((total + 31) >> 5) + NUREC_FOOTPRINT_WARP_SLACK) {
-        if (!reach) {
-            nurec_box_empty(box);
-            return 0;
-        }
-        return nurec_footprint_box(f, width, box);
-    }
+    if (huge || most <= 2 * ((total + 31) >> 5) + NUREC_FOOTPRINT_WARP_SLACK)
+        return nurec_footprint_box_own(f, reach, width, box);
     if (reach) st->f[lane] = *f;
     st->start[lane] = first;
     __syncwarp(full);
