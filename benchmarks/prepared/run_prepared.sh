@@ -3,7 +3,8 @@
 # .shared_data .whl .gsplat_chunks): three builds of this checkout side by side,
 #   base - the checkout as it is,
 #   emit - + emission_owner_or.patch,
-#   all  - + emission_owner_or.patch, depth_sort_tile.patch, forward_depth_pack.patch;
+#   all  - + emission_owner_or.patch, depth_sort_tile.patch, forward_depth_pack.patch,
+#          binning_launches.patch;
 # every kernel of the 1944 garden's and the street's forward (base, all); the
 # projection and emission kernels (bench_projection, base / emit, twice in
 # opposite orders); the camera GPU tests and the lidar's binning tests on
@@ -23,7 +24,7 @@ for v in base emit all; do
         --exclude=./.dev --exclude='./nurec_ops/_C*' -cf - . | tar -xf - -C "$DIR/$v"
     case $v in
         emit) (cd "$DIR/$v" && git apply "$P/emission_owner_or.patch") || { echo "patch failed"; exit 1; } ;;
-        all) (cd "$DIR/$v" && for q in emission_owner_or depth_sort_tile forward_depth_pack; do
+        all) (cd "$DIR/$v" && for q in emission_owner_or depth_sort_tile forward_depth_pack binning_launches; do
                  git apply "$P/$q.patch" || exit 1; done) || { echo "patch failed"; exit 1; } ;;
     esac
     (cd "$DIR/$v" && MAX_JOBS=5 python3 setup.py build_ext --inplace > build.log 2>&1; echo "built $v: rc=$?") &
