@@ -48,3 +48,30 @@ def segments(op, segments, segment_min):
         fail(op, f"`segments` must be in [0, {MAX_SEGMENTS}], got {segments}")
     if segment_min < 1:
         fail(op, f"`segment_min` must be >= 1, got {segment_min}")
+
+
+def gaussians(op, means, quats, scales, opacities):
+    """The Gaussians' shapes and means' dtype (both rasterizers); their count N."""
+    shape(op, "means", means, (-1, 3), "[N, 3]")
+    real(op, "means", means, means, "means")
+    N = means.shape[0]
+    shape(op, "quats", quats, (N, 4), "[N, 4] (N = means.shape[0])")
+    shape(op, "scales", scales, (N, 3), "[N, 3] (N = means.shape[0])")
+    shape(op, "opacities", opacities, (N,), "[N] (N = means.shape[0])")
+    return N
+
+
+def like_means(op, named, means):
+    """Every (name, tensor) real of means' dtype, then every one on means'
+    device (the order in which the C++ checks report them)."""
+    for name, t in named:
+        real(op, name, t, means, "means")
+    for name, t in named:
+        device(op, name, t, means, "means")
+
+
+def near_far(op, near, far):
+    if not near > 0:
+        fail(op, f"`near` must be > 0, got {near}")
+    if not far > near:
+        fail(op, f"`far` must be > `near`, got near = {near}, far = {far}")

@@ -161,12 +161,7 @@ def check_overflow():
 
 def _check(op, means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
            near, far, sh_degree):
-    Ck.shape(op, "means", means, (-1, 3), "[N, 3]")
-    Ck.real(op, "means", means, means, "means")
-    N = means.shape[0]
-    Ck.shape(op, "quats", quats, (N, 4), "[N, 4] (N = means.shape[0])")
-    Ck.shape(op, "scales", scales, (N, 3), "[N, 3] (N = means.shape[0])")
-    Ck.shape(op, "opacities", opacities, (N,), "[N] (N = means.shape[0])")
+    N = Ck.gaussians(op, means, quats, scales, opacities)
     if not -1 <= sh_degree <= 3:
         Ck.fail(op, f"`sh_degree` must be None or 0..3, got {sh_degree}")
     if sh_degree < 0:
@@ -188,18 +183,12 @@ def _check(op, means, quats, scales, opacities, features, viewmats, Ks, backgrou
     if backgrounds is not None:
         Ck.shape(op, "backgrounds", backgrounds, (C, D), "[C, D] (C cameras, D feature channels)")
         named.append(("backgrounds", backgrounds))
-    for name, t in named:
-        Ck.real(op, name, t, means, "means")
-    for name, t in named:
-        Ck.device(op, name, t, means, "means")
+    Ck.like_means(op, named, means)
     if not (0 <= width <= (1 << 24)):
         Ck.fail(op, f"`width` must be in [0, 2^24], got {width}")
     if not (0 <= height <= (1 << 24)):
         Ck.fail(op, f"`height` must be in [0, 2^24], got {height}")
-    if not near > 0:
-        Ck.fail(op, f"`near` must be > 0, got {near}")
-    if not far > near:
-        Ck.fail(op, f"`far` must be > `near`, got near = {near}, far = {far}")
+    Ck.near_far(op, near, far)
     return C, N, D, K
 
 

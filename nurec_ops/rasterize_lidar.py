@@ -187,12 +187,7 @@ def check_overflow():
 
 def _check(op, means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
            column_order, row_azimuth_offsets, near, far, eps2d):
-    Ck.shape(op, "means", means, (-1, 3), "[N, 3]")
-    Ck.real(op, "means", means, means, "means")
-    N = means.shape[0]
-    Ck.shape(op, "quats", quats, (N, 4), "[N, 4] (N = means.shape[0])")
-    Ck.shape(op, "scales", scales, (N, 3), "[N, 3] (N = means.shape[0])")
-    Ck.shape(op, "opacities", opacities, (N,), "[N] (N = means.shape[0])")
+    N = Ck.gaussians(op, means, quats, scales, opacities)
     Ck.shape(op, "features", features, (N, -1), "[N, D] (N = means.shape[0])")
     D = features.shape[1]
     if D < 1:
@@ -210,18 +205,12 @@ def _check(op, means, quats, scales, opacities, features, viewmats, row_elevatio
     named = [("quats", quats), ("scales", scales), ("opacities", opacities), ("features", features),
              ("viewmats", viewmats), ("row_elevations", row_elevations), ("column_azimuths", column_azimuths),
              ("row_azimuth_offsets", row_azimuth_offsets)]
-    for name, t in named:
-        Ck.real(op, name, t, means, "means")
-    for name, t in named:
-        Ck.device(op, name, t, means, "means")
+    Ck.like_means(op, named, means)
     if R > (1 << 20):
         Ck.fail(op, f"`row_elevations` may have at most 2^20 rows, got {R}")
     if W > (1 << 24):
         Ck.fail(op, f"`column_azimuths` may have at most 2^24 columns, got {W}")
-    if not near > 0:
-        Ck.fail(op, f"`near` must be > 0, got {near}")
-    if not far > near:
-        Ck.fail(op, f"`far` must be > `near`, got near = {near}, far = {far}")
+    Ck.near_far(op, near, far)
     if not (eps2d >= 0 and eps2d < 1e30):
         Ck.fail(op, f"`eps2d` must be finite and >= 0, got {eps2d}")
     return C, N, D, R, W
