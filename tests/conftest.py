@@ -623,6 +623,16 @@ def rows_near_cuts(render, margin=1e-4):
     return gaussians, cameras
 
 
+def gradcheck_inputs(call, s, keys):
+    """torch.autograd.gradcheck of ``call(scene)`` in the inputs ``keys`` of
+    the float64 scene dict ``s``, its other inputs held (every op's
+    gradcheck: the same eps and tolerances)."""
+    def f(*xs):
+        return call(dict(s, **dict(zip(keys, xs))))
+
+    return torch.autograd.gradcheck(f, [s[k] for k in keys], eps=1e-6, atol=1e-6, rtol=1e-5)
+
+
 def away_from_cuts(draw, render, margin=1e-3, tries=50):
     """``draw()`` until its scene's threshold_margin (``render(scene)``)
     exceeds ``margin``; the scene."""

@@ -186,7 +186,7 @@ def test_ftheta_backward_reference_inverts():
 # ------------------------------------------- the reference rasterizer's models
 
 import test_rasterize_camera as tc  # noqa: E402
-from conftest import away_from_cuts  # noqa: E402
+from conftest import away_from_cuts, gradcheck_inputs  # noqa: E402
 from nurec_ops import reference as ref  # noqa: E402
 
 
@@ -243,11 +243,7 @@ def test_reference_models_gradcheck(model):
                          max_angle=torch.tensor([1.3], dtype=torch.float64))}[model]
     s = away_from_cuts(draw, lambda s: _run_model(s, model, **kw))
     keys = ("means", "scales")
-
-    def f(*xs):
-        return _run_model(dict(s, **dict(zip(keys, xs))), model, **kw)
-
-    assert torch.autograd.gradcheck(f, [s[k] for k in keys], eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert gradcheck_inputs(lambda x: _run_model(x, model, **kw), s, keys)
 
 
 def test_reference_renders_through_the_real_ftheta_rig():

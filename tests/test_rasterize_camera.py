@@ -13,8 +13,8 @@ import torch
 
 import nurec_ops
 from nurec_ops import reference as ref
-from conftest import (DEVICES, DTYPES, assert_close, assert_close_flips, away_from_cuts, changed, gpu, poison_allocator,
-                      random_quats, rows_near_cuts)
+from conftest import (DEVICES, DTYPES, assert_close, assert_close_flips, away_from_cuts, changed, gradcheck_inputs,
+                      gpu, poison_allocator, random_quats, rows_near_cuts)
 
 OPS = torch.ops.nurec_ops
 
@@ -349,13 +349,7 @@ def test_gradcheck_cpu():
         return to(scene, "cpu", torch.float64, bg=True)
     s = away_from_cuts(draw, lambda s: run(ref.rasterize_camera, s))  # seen: an alpha 1e-6 from 1/255
     keys = list(GRAD_KEYS) + ["backgrounds"]
-
-    def f(*xs):
-        kw = dict(s)
-        kw.update(dict(zip(keys, xs)))
-        return run(nurec_ops.rasterize_camera, kw)
-
-    assert torch.autograd.gradcheck(f, [s[k] for k in keys], eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert gradcheck_inputs(lambda x: run(nurec_ops.rasterize_camera, x), s, keys)
 
 
 def test_gradcheck_cpu_sh():
@@ -367,13 +361,7 @@ def test_gradcheck_cpu_sh():
         return to(scene, "cpu", torch.float64)
     s = away_from_cuts(draw, lambda s: run(ref.rasterize_camera, s))
     keys = list(GRAD_KEYS)
-
-    def f(*xs):
-        kw = dict(s)
-        kw.update(dict(zip(keys, xs)))
-        return run(nurec_ops.rasterize_camera, kw)
-
-    assert torch.autograd.gradcheck(f, [s[k] for k in keys], eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert gradcheck_inputs(lambda x: run(nurec_ops.rasterize_camera, x), s, keys)
 
 
 @pytest.mark.parametrize("device", DEVICES)

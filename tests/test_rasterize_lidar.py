@@ -18,8 +18,8 @@ from nurec_ops.lidar_model import load_lidar_model, reduce_lidar_model, syntheti
 from nurec_ops._lidar_table import sensor_op_args
 from nurec_ops.rasterize_lidar import default_eps2d
 
-from conftest import (DEVICES, DTYPES, assert_close, assert_close_flips, away_from_cuts, changed, gpu, poison_allocator,
-                      quat_mul, random_quats, rows_near_cuts)
+from conftest import (DEVICES, DTYPES, assert_close, assert_close_flips, away_from_cuts, changed, gradcheck_inputs,
+                      gpu, poison_allocator, quat_mul, random_quats, rows_near_cuts)
 import shared_data
 
 OPS = torch.ops.nurec_ops
@@ -334,13 +334,7 @@ def test_gradcheck_cpu():
         return to(s, "cpu", torch.float64)
     s = away_from_cuts(draw, lambda s: run(ref.rasterize_lidar, s))
     keys = list(GRAD_KEYS)
-
-    def f(*xs):
-        kw = dict(s)
-        kw.update(dict(zip(keys, xs)))
-        return run(nurec_ops.rasterize_lidar, kw)
-
-    assert torch.autograd.gradcheck(f, [s[k] for k in keys], eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert gradcheck_inputs(lambda x: run(nurec_ops.rasterize_lidar, x), s, keys)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -27,7 +27,7 @@ from nurec_ops._lidar_table import canonical_columns
 import shared_data
 import test_rasterize_camera as tc
 import test_rasterize_lidar as tl
-from conftest import DEVICES, DTYPES, assert_close, gpu, random_quats
+from conftest import DEVICES, DTYPES, assert_close, gpu, gradcheck_inputs, random_quats
 
 ref_camera = importlib.import_module("nurec_ops.reference.rasterize_camera")  # the module, not the function
 
@@ -102,12 +102,7 @@ def test_gradcheck_outside_frustum():
     s["viewmats"], s["Ks"] = s["viewmats"][:1], s["Ks"][:1]
     s = tc.to(s, "cpu", torch.float64)
     keys = ("means", "scales")
-
-    def f(*xs):
-        kw = dict(s, **dict(zip(keys, xs)))
-        return tc.run(nurec_ops.rasterize_camera, kw)
-
-    assert torch.autograd.gradcheck(f, [s[k] for k in keys], eps=1e-6, atol=1e-6, rtol=1e-5)
+    assert gradcheck_inputs(lambda x: tc.run(nurec_ops.rasterize_camera, x), s, keys)
 
 
 def _garden(n=None, seed=0):
