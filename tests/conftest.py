@@ -623,6 +623,18 @@ def rows_near_cuts(render, margin=1e-4):
     return gaussians, cameras
 
 
+def raises_real_and_fake(call, bad, name):
+    """``call(bad)`` raises a RuntimeError naming `name`, and so does the
+    op's fake kernel (the same message) on fake copies of ``bad``'s tensors."""
+    with pytest.raises(RuntimeError, match=f"`{name}`"):
+        call(bad)
+    mode = torch._subclasses.fake_tensor.FakeTensorMode()
+    fake = {k: (mode.from_tensor(v) if isinstance(v, torch.Tensor) else v) for k, v in bad.items()}
+    with pytest.raises(RuntimeError, match=f"`{name}`"):
+        with mode:
+            call(fake)
+
+
 def gradcheck_inputs(call, s, keys):
     """torch.autograd.gradcheck of ``call(scene)`` in the inputs ``keys`` of
     the float64 scene dict ``s``, its other inputs held (every op's

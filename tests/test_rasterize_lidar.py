@@ -19,7 +19,7 @@ from nurec_ops._lidar_table import sensor_op_args
 from nurec_ops.rasterize_lidar import default_eps2d
 
 from conftest import (DEVICES, DTYPES, assert_close, assert_close_flips, away_from_cuts, changed, gradcheck_inputs,
-                      gpu, poison_allocator, quat_mul, random_quats, rows_near_cuts)
+                      gpu, poison_allocator, quat_mul, raises_real_and_fake, random_quats, rows_near_cuts)
 import shared_data
 
 OPS = torch.ops.nurec_ops
@@ -422,14 +422,7 @@ ERRORS = [
 @pytest.mark.parametrize("name,make", ERRORS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(ERRORS)])
 def test_bad_input(device, name, make):
     s = to(random_scene(N=10, C=2, D=2, row_step=16, col_step=100), device, torch.float64, grad=False)
-    with pytest.raises(RuntimeError, match=f"`{name}`"):
-        run(nurec_ops.rasterize_lidar, make(s))
-    bad = make(s)
-    mode = torch._subclasses.fake_tensor.FakeTensorMode()
-    fs = {k: (mode.from_tensor(v) if isinstance(v, torch.Tensor) else v) for k, v in bad.items()}
-    with pytest.raises(RuntimeError, match=f"`{name}`"):
-        with mode:
-            run(nurec_ops.rasterize_lidar, fs)
+    raises_real_and_fake(lambda x: run(nurec_ops.rasterize_lidar, x), make(s), name)
 
 
 @gpu
