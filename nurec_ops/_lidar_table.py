@@ -63,6 +63,12 @@ def _cell(row_el, col_az):
         return torch.stack((col, row)).clamp_min(1e-12)
 
 
+def row_search_levels(R):
+    """The levels L of R rows' row_search tables, floor(log2 R) + 1
+    (2^(L - 1) <= R): the table is [1 + 4 L, R]."""
+    return int(R).bit_length()
+
+
 def row_search(row_elevations, row_azimuth_offsets):
     """The rows in elevation order and their range tables, ``[1 + 4 L, R]``
     in the table's dtype and device (L = floor(log2 R) + 1), or None for a
@@ -92,7 +98,7 @@ def _row_search(el, off):
         bases = (perm.to(el.dtype), perm.to(el.dtype), torch.nan_to_num(o, nan=inf, posinf=inf, neginf=-inf),
                  torch.nan_to_num(o, nan=-inf, posinf=inf, neginf=-inf))
         ops = (torch.minimum, torch.maximum, torch.minimum, torch.maximum)
-        L = R.bit_length()  # floor(log2 R) + 1 levels: 2^(L - 1) <= R
+        L = row_search_levels(R)
         tables = []
         for base, op in zip(bases, ops):
             level, levels = base, [base]

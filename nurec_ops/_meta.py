@@ -53,8 +53,7 @@ def check_meta_cell(op, meta, meta_cell, like):
     if meta_cell is None:
         Ck.fail(op, "`meta` needs `meta_cell`, a cell's size [2]")
     Ck.shape(op, "meta_cell", meta_cell, (2,), "[2] (a cell's size)")
-    Ck.real(op, "meta_cell", meta_cell, like, "means")
-    Ck.device(op, "meta_cell", meta_cell, like, "means")
+    Ck.like_means(op, [("meta_cell", meta_cell)], like)
 
 
 def absgrad_of(grad_records, absgrad):

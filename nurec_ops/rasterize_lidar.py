@@ -8,7 +8,7 @@ import torch
 
 from . import _binning
 from . import _checks as Ck
-from ._lidar_table import canonical_columns, cell_size, row_search
+from ._lidar_table import canonical_columns, cell_size, row_search, row_search_levels
 from ._library import AutogradOp, named_outputs, ops
 from ._meta import (absgrad_of, check_meta_cell, grad_records_width, means2d_grad_function, means2d_grad_shape,
                     meta_shapes, op_backward, run_with_meta)
@@ -245,10 +245,9 @@ def _fake(means, quats, scales, opacities, features, viewmats, row_elevations, c
     _check_rolling(_OP, C, W, means, viewmats_end, column_times)
     check_meta_cell(_OP, meta, meta_cell, means)
     if row_search is not None and R > 0:
-        Ck.shape(_OP, "row_search", row_search, (1 + 4 * int(R).bit_length(), R),
+        Ck.shape(_OP, "row_search", row_search, (1 + 4 * row_search_levels(R), R),
                  "[1 + 4 L, R] (nurec_ops._lidar_table.row_search of the rows' table)")
-        Ck.real(_OP, "row_search", row_search, means, "means")
-        Ck.device(_OP, "row_search", row_search, means, "means")
+        Ck.like_means(_OP, [("row_search", row_search)], means)
     Ck.segments(_OP, segments, segment_min)
     ty, tx = (R + _TILE_ROWS - 1) // _TILE_ROWS, (W + _TILE_COLS - 1) // _TILE_COLS
     M = _binning.fake_intersections(means.device, capacity)
