@@ -412,7 +412,8 @@ NUREC_HD void NR(rc_item_box)(const nurec_rasterize_camera_params* p, int64_t it
 
 NUREC_HD int64_t NR(rc_item_cells)(const nurec_rasterize_camera_params* p, int64_t it, const real_t* rec, int vis) {
     nurec_footprint f;
-    int32_t box[NUREC_BOX_SIZE] = {-1, -1, -1, 0, 0, 0};
+    int32_t box[NUREC_BOX_SIZE];
+    nurec_box_empty(box);
     int64_t n = 0;
     if (NR(rc_item_footprint)(p, rec, vis, &f))
         n = p->boxes ? nurec_footprint_box(&f, p->width, box) : nurec_footprint_count(&f, p->width);

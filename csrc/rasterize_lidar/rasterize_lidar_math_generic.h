@@ -376,8 +376,7 @@ NUREC_HD void NR(rl_rows_reached)(const real_t* t, int R, int L, double mu, doub
 NUREC_HD int64_t NR(rl_box)(const real_t* rec, const real_t* row_el, const real_t* col_az,
                             const real_t* row_off, const real_t* row_search, int row_levels, int R, int W,
                             int tiles_x, int tiles_y, int32_t box[NUREC_BOX_SIZE]) {
-    box[0] = box[1] = box[2] = -1;
-    box[3] = box[4] = box[5] = 0;
+    nurec_box_empty(box);
     double thr = rec[NUREC_TREC_THR], A = rec[NUREC_TREC_A], B = rec[NUREC_TREC_B],
            C = rec[NUREC_TREC_C];
     if (R <= 0 || W <= 0 || !(thr >= 0.0) || !(A > 0.0) || !(C > 0.0)) return 0;
@@ -451,7 +450,8 @@ NUREC_HD int64_t NR(rl_box)(const real_t* rec, const real_t* row_el, const real_
  * (tiles/splat_project_generic.h): its cells are the tile box of rows x
  * columns its ellipse crosses, written per item; no extra per item. */
 NUREC_HD int64_t NR(rl_item_cells)(const nurec_rasterize_lidar_params* p, int64_t it, const real_t* rec, int vis) {
-    int32_t box[NUREC_BOX_SIZE] = {-1, -1, -1, 0, 0, 0};
+    int32_t box[NUREC_BOX_SIZE];
+    nurec_box_empty(box);
     int64_t cnt = 0;
     if (vis)
         cnt = NR(rl_box)(rec, (const real_t*)p->row_elevations, (const real_t*)p->column_azimuths,

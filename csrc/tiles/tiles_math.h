@@ -127,14 +127,16 @@ NUREC_HD void nurec_box_fold_row(nurec_box_fold* s, int ty, int a, int b) {
     }
 }
 
-/* Writes box (the rectangle and its cut, or an empty one past 64 cells);
- * returns the tile count. Rows past the first 8 of a rectangle of at most
- * 64 cells (at most 7 columns) are walked again here. */
+/* An empty rectangle (no cells, no cut): what an item that reaches no
+ * tile, or one past 64 cells, writes. */
 NUREC_HD void nurec_box_empty(int32_t box[NUREC_BOX_SIZE]) {
     box[0] = box[1] = box[2] = -1;
     box[3] = box[4] = box[5] = 0;
 }
 
+/* Writes box (the rectangle and its cut, or an empty one past 64 cells);
+ * returns the tile count. Rows past the first 8 of a rectangle of at most
+ * 64 cells (at most 7 columns) are walked again here. */
 NUREC_HD int64_t nurec_box_fold_finish(const nurec_box_fold* s, const nurec_footprint* f, int width,
                                        int32_t box[NUREC_BOX_SIZE]) {
     nurec_box_empty(box);
