@@ -89,8 +89,8 @@ NUREC_HD void SPLAT_FN(project_vjp_gaussian)(const SPLAT_PARAMS* p, int64_t g, i
     for (int64_t c = 0; c < C; ++c) {
         const int64_t it = c * N + g;
         const int taken = !overflow && p->counts[it] > 0;
+        const real_t* gp = (const real_t*)p->grad_records + NUREC_SPLAT_GREC_ROW(p->absgrad) * it;
         if (om2d) { /* SPEC 8's means2d gradient, contiguous (a dropped item's is 0, as its record row's) */
-            const real_t* gp = (const real_t*)p->grad_records + NUREC_SPLAT_GREC_ROW(p->absgrad) * it;
             om2d[2 * it] = taken ? gp[0] : (real_t)0;
             om2d[2 * it + 1] = taken ? gp[1] : (real_t)0;
         }
@@ -100,7 +100,6 @@ NUREC_HD void SPLAT_FN(project_vjp_gaussian)(const SPLAT_PARAMS* p, int64_t g, i
         SPLAT_AT_TIME(p, c, it, m, 0, &S);
         SPLAT_PROJ P;
         real_t rec[NUREC_TREC_SIZE], q1[4], s1[3], gr[NUREC_SPLAT_GREC_SIZE];
-        const real_t* gp = (const real_t*)p->grad_records + NUREC_SPLAT_GREC_ROW(p->absgrad) * it;
         for (int k = 0; k < NUREC_SPLAT_GREC_SIZE; ++k) gr[k] = gp[k];
         SPLAT_PROJECT(p, &S, m, q, s, o, &P, rec);
         SPLAT_PROJECT_VJP(&S, m, q, s, &P, gr, gm, q1, s1);
