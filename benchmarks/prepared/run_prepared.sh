@@ -1,40 +1,49 @@
 #!/usr/bin/env bash
-# Session 31's prepared patches on the lent H200, in one call (carry
-# .shared_data .whl .gsplat_chunks): three builds of this checkout side by side,
+# The prepared patches on the lent H200, in two calls (carry .shared_data
+# .whl .gsplat_chunks), over three builds of this checkout side by side:
 #   base - the checkout as it is,
-#   emit - + emission_owner_or.patch,
-#   all  - + emission_owner_or.patch, depth_sort_tile.patch, forward_depth_pack.patch,
-#          binning_launches.patch;
-# every kernel of the 1944 garden's and the street's forward (base, all); the
-# projection and emission kernels (bench_projection, base / emit, twice in
-# opposite orders); the camera GPU tests and the lidar's binning tests on
-# `all`, memcheck and racecheck there; vs gsplat on the 1944 garden (all,
-# base); bench_builds base / all twice; CUB's depth sort tiles standalone.
-#   bash benchmarks/prepared/run_prepared.sh 2>&1 | tee $OUT/log
+#   all  - + session 31's four: emission_owner_or, depth_sort_tile,
+#          forward_depth_pack, binning_launches,
+#   ldl  - all + ldl_exponent (session 32; it applies after forward_depth_pack).
+# Each call builds what the machine does not hold yet (a stamp per tree).
+#   bash benchmarks/prepared/run_prepared.sh check 2>&1 | tee $OUT/log
+#     every kernel of the 1944 garden's and the street's forward (base, all,
+#     ldl); the camera GPU tests and the lidar's binning tests on ldl (all
+#     five patches), then memcheck and racecheck there.
+#   bash benchmarks/prepared/run_prepared.sh time 2>&1 | tee $OUT/log
+#     fwd+bwd (bench_builds base, all, ldl, then the reverse order); vs
+#     gsplat on the 1944 garden (ldl, all, base); the projection and
+#     emission kernels (bench_projection base, all, all, base).
 set -u
+PHASE=${1:-check}
 export PYTHONUNBUFFERED=1 NUREC_OPS_SHARED_DATA=${NUREC_OPS_SHARED_DATA:-$PWD/.shared_data}
 R=$PWD; P=$PWD/benchmarks/prepared; DIR=${VARIANT_DIR:-/tmp/prepared}
 T0=$(date +%s); el() { echo "[t=$(( $(date +%s) - T0 ))s] $*"; }
 quiet() { grep -v -i "warn\|cap = pol\|set_sync_debug_mode"; }
-nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/dsb "$P/depth_sort_bench.cu" > /tmp/dsb.log 2>&1 &
+FOUR="emission_owner_or depth_sort_tile forward_depth_pack binning_launches"
+patches_of() { case $1 in base) echo "" ;; all) echo "$FOUR" ;; ldl) echo "$FOUR ldl_exponent" ;; esac; }
+[ "$PHASE" = time ] && { (cd "$R" && source benchmarks/peer_gsplat.sh > /tmp/gsplat_setup.log 2>&1) & }
 PIDS=()
-for v in base emit all; do
+for v in base all ldl; do
+    stamp="$(patches_of $v) $(cat "$P"/*.patch | md5sum)"
+    if [ -f "$DIR/$v/.built" ] && [ "$(cat "$DIR/$v/.built")" = "$stamp" ] && ls "$DIR/$v"/nurec_ops/_C* > /dev/null 2>&1; then
+        echo "held: $v"; continue
+    fi
     rm -rf "$DIR/$v"; mkdir -p "$DIR/$v"
     tar --exclude=./.git --exclude=./build --exclude=./.shared_data --exclude=./.whl --exclude=./.gsplat_chunks \
         --exclude=./.dev --exclude='./nurec_ops/_C*' -cf - . | tar -xf - -C "$DIR/$v"
-    case $v in
-        emit) (cd "$DIR/$v" && git apply "$P/emission_owner_or.patch") || { echo "patch failed"; exit 1; } ;;
-        all) (cd "$DIR/$v" && for q in emission_owner_or depth_sort_tile forward_depth_pack binning_launches; do
-                 git apply "$P/$q.patch" || exit 1; done) || { echo "patch failed"; exit 1; } ;;
-    esac
-    (cd "$DIR/$v" && MAX_JOBS=5 python3 setup.py build_ext --inplace > build.log 2>&1; echo "built $v: rc=$?") &
+    (cd "$DIR/$v" && for q in $(patches_of $v); do git apply "$P/$q.patch" || exit 1; done) || { echo "patch failed: $v"; exit 1; }
+    (cd "$DIR/$v" && MAX_JOBS=5 python3 setup.py build_ext --inplace > build.log 2>&1; rc=$?; echo "built $v: rc=$rc"
+     [ $rc = 0 ] && echo "$stamp" > .built; grep -i "spill" build.log | grep -i "forward_kernel\|emit_kernel" | head -4) &
     PIDS+=($!)
 done
-wait "${PIDS[@]}"
+[ ${#PIDS[@]} -gt 0 ] && wait "${PIDS[@]}"
 el "built"
-for v in base all; do
-    (cd "$DIR/$v" && timeout 60 python3 - "$v" <<'PY' 2>&1 | quiet | head -26
-import os, sys
+
+if [ "$PHASE" = check ]; then
+    for v in base all ldl; do
+        (cd "$DIR/$v" && timeout 60 python3 - "$v" <<'PY' 2>&1 | quiet | head -26
+import sys
 import torch
 sys.path.insert(0, "benchmarks"); sys.path.insert(0, ".")
 import nurec_ops
@@ -50,28 +59,29 @@ for name, sc in (("garden 1944 x3", garden("cuda", torch.float32, 3)), ("street"
     for r in rows[:10]:
         print("   ", *r)
 PY
-    )
-done
-el "forward kernels"
-for v in base emit emit base; do (cd "$DIR/$v" && timeout 60 python3 benchmarks/bench_projection.py $v 2>&1 | quiet); done
-el "projection and emission"
-cd "$DIR/all"
-timeout 150 python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider tests/test_rasterize_camera.py \
-    tests/test_rasterize_lidar.py -k "not lidar or binning or tile or real_table or box" 2>&1 |
-    grep -E "^(FAILED|ERROR)|passed|failed" | tail -8
-el "all: camera tests, lidar binning tests"
-for tool in memcheck racecheck; do
-    timeout 90 compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q -m gpu -p no:cacheprovider \
-        tests/test_rasterize_camera.py tests/test_rasterize_lidar.py \
-        -k "parts or garden or depth or binning_lists or real_table" 2>&1 | tail -2
-    el "all: $tool"
-done
-(cd "$R" && source benchmarks/peer_gsplat.sh > /tmp/gsplat_setup.log 2>&1); tail -1 /tmp/gsplat_setup.log
-for v in all base; do (cd "$DIR/$v" && echo "-- $v" && PYTHONPATH=/tmp/site timeout 80 python3 benchmarks/vs_gsplat.py \
-    --scenes garden3 --rounds 5 2>&1 | quiet | tail -3); done
-el "vs gsplat"
-for v in base all all base; do (cd "$DIR/$v" && timeout 70 python3 benchmarks/bench_builds.py $v --kernels 0 --rounds 3 2>&1 |
-    quiet | grep "fwd+bwd"); done
-el "bench_builds"
-wait; grep -i error /tmp/dsb.log; timeout 50 /tmp/dsb
+        )
+    done
+    el "forward kernels"
+    cd "$DIR/ldl"
+    timeout 150 python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider tests/test_rasterize_camera.py \
+        tests/test_rasterize_lidar.py tests/test_real_inputs.py -k "not lidar or binning or tile or real_table or box" \
+        2>&1 | grep -E "^(FAILED|ERROR)|passed|failed" | tail -8
+    el "ldl: camera tests, lidar binning tests"
+    for tool in memcheck racecheck; do
+        timeout 90 compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q -m gpu -p no:cacheprovider \
+            tests/test_rasterize_camera.py tests/test_rasterize_lidar.py \
+            -k "parts or garden or depth or binning_lists or real_table" 2>&1 | tail -2
+        el "ldl: $tool"
+    done
+else
+    for v in base all ldl ldl all base; do (cd "$DIR/$v" && timeout 60 python3 benchmarks/bench_builds.py $v --kernels 0 \
+        --rounds 3 2>&1 | quiet | grep "fwd+bwd"); done
+    el "bench_builds"
+    wait; tail -1 /tmp/gsplat_setup.log
+    for v in ldl all base; do (cd "$DIR/$v" && echo "-- $v" && PYTHONPATH=/tmp/site timeout 80 python3 \
+        benchmarks/vs_gsplat.py --scenes garden3 --rounds 5 2>&1 | quiet | tail -3); done
+    el "vs gsplat"
+    for v in base all all base; do (cd "$DIR/$v" && timeout 60 python3 benchmarks/bench_projection.py $v 2>&1 | quiet); done
+    el "projection and emission"
+fi
 el "done"
