@@ -6,6 +6,7 @@
 # .shared_data .whl .gsplat_chunks). The device's checkout is a copy: the
 # patches are committed here afterwards, with these figures.
 #   bash benchmarks/prepared/validate_kept.sh emission_owner_or forward_depth_pack ... 2>&1 | tee $OUT/log
+# (in the order given: ldl_exponent after forward_depth_pack)
 set -u
 export PYTHONUNBUFFERED=1 NUREC_OPS_SHARED_DATA=${NUREC_OPS_SHARED_DATA:-$PWD/.shared_data}
 OUT=${OUT:-/tmp/validate_out}; mkdir -p "$OUT"
