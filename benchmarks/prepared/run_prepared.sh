@@ -7,12 +7,14 @@
 #   ldl  - all + ldl_exponent (session 32; it applies after forward_depth_pack).
 # Each call builds what the machine does not hold yet (a stamp per tree).
 #   bash benchmarks/prepared/run_prepared.sh check 2>&1 | tee $OUT/log
-#     every kernel of the 1944 garden's and the street's forward (base, all,
-#     ldl); the camera GPU tests and the lidar's binning tests on ldl (all
-#     five patches), then memcheck and racecheck there.
+#     on ldl (all five patches): the rasterizers' GPU tests (the registry's
+#     camera and lidar rows: parity, lists cut into parts, the binning's
+#     ways; the rasterizers' and the real inputs' own), then memcheck and
+#     racecheck on those marked sanitize.
 #   bash benchmarks/prepared/run_prepared.sh time 2>&1 | tee $OUT/log
-#     fwd+bwd (bench_builds base, all, ldl, then the reverse order); vs
-#     gsplat on the 1944 garden (ldl, all, base); the projection and
+#     every kernel of the 1944 garden's and the street's forward (base, all,
+#     ldl); fwd+bwd (bench_builds base, all, ldl, then the reverse order);
+#     vs gsplat on the 1944 garden (ldl, all, base); the projection and
 #     emission kernels (bench_projection base, all, all, base).
 set -u
 PHASE=${1:-check}
@@ -41,6 +43,18 @@ done
 el "built"
 
 if [ "$PHASE" = check ]; then
+    cd "$DIR/ldl"
+    timeout 200 python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider tests/test_op_registry.py \
+        tests/test_rasterize_camera.py tests/test_rasterize_lidar.py tests/test_real_inputs.py \
+        -k "camera or lidar or binning or real or rasterize" 2>&1 | grep -E "^(FAILED|ERROR)|passed|failed" | tail -10
+    el "ldl: the rasterizers' GPU tests"
+    for tool in memcheck racecheck; do
+        timeout 120 compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q -m "gpu and sanitize" \
+            -p no:cacheprovider tests/test_op_registry.py tests/test_rasterize_camera.py tests/test_real_inputs.py \
+            tests/test_rasterize_lidar.py -k "camera or lidar or binning or real_table" 2>&1 | tail -2
+        el "ldl: $tool"
+    done
+else
     for v in base all ldl; do
         (cd "$DIR/$v" && timeout 60 python3 - "$v" <<'PY' 2>&1 | quiet | head -26
 import sys
@@ -62,18 +76,6 @@ PY
         )
     done
     el "forward kernels"
-    cd "$DIR/ldl"
-    timeout 150 python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider tests/test_rasterize_camera.py \
-        tests/test_rasterize_lidar.py tests/test_real_inputs.py -k "not lidar or binning or tile or real_table or box" \
-        2>&1 | grep -E "^(FAILED|ERROR)|passed|failed" | tail -8
-    el "ldl: camera tests, lidar binning tests"
-    for tool in memcheck racecheck; do
-        timeout 90 compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q -m gpu -p no:cacheprovider \
-            tests/test_rasterize_camera.py tests/test_rasterize_lidar.py \
-            -k "parts or garden or depth or binning_lists or real_table" 2>&1 | tail -2
-        el "ldl: $tool"
-    done
-else
     for v in base all ldl ldl all base; do (cd "$DIR/$v" && timeout 60 python3 benchmarks/bench_builds.py $v --kernels 0 \
         --rounds 3 2>&1 | quiet | grep "fwd+bwd"); done
     el "bench_builds"

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # After run_prepared.sh: the patches kept, applied to this checkout on the
 # lent H200 and built there as a user would (pip), then the whole GPU suite,
-# the bad inputs, memcheck and racecheck on the camera's and the lidar's
-# binning and walks, vs gsplat on the three scenes and the rig step (carry
-# .shared_data .whl .gsplat_chunks). The device's checkout is a copy: the
-# patches are committed here afterwards, with these figures.
+# the bad inputs, memcheck and racecheck on the rasterizers' tests marked
+# sanitize (the registry's parity and parts rows among them), vs gsplat on
+# the three scenes and the rig step (carry .shared_data .whl
+# .gsplat_chunks). The device's checkout is a copy: the patches are
+# committed here afterwards, with these figures.
 #   bash benchmarks/prepared/validate_kept.sh emission_owner_or forward_depth_pack ... 2>&1 | tee $OUT/log
 # (in the order given: ldl_exponent after forward_depth_pack)
 set -u
@@ -24,9 +25,9 @@ el "GPU suite"
 timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_errors.py 2>&1 | tail -1
 el "bad inputs"
 for tool in memcheck racecheck; do
-    timeout 90 compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q -m gpu -p no:cacheprovider \
-        tests/test_rasterize_camera.py tests/test_rasterize_lidar.py tests/test_real_inputs.py \
-        -k "binning_lists or real_table or tile_boxes or garden or parts" 2>&1 | tail -2
+    timeout 120 compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q -m "gpu and sanitize" \
+        -p no:cacheprovider tests/test_op_registry.py tests/test_rasterize_camera.py tests/test_rasterize_lidar.py \
+        tests/test_real_inputs.py -k "camera or lidar or binning or real_table" 2>&1 | tail -2
     el "$tool"
 done
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
