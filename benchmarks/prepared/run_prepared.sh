@@ -48,12 +48,7 @@ if [ "$PHASE" = check ]; then
         tests/test_rasterize_camera.py tests/test_rasterize_lidar.py tests/test_real_inputs.py \
         -k "camera or lidar or binning or real or rasterize" 2>&1 | grep -E "^(FAILED|ERROR)|passed|failed" | tail -10
     el "ldl: the rasterizers' GPU tests"
-    for tool in memcheck racecheck; do
-        timeout 120 compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q -m "gpu and sanitize" \
-            -p no:cacheprovider tests/test_op_registry.py tests/test_rasterize_camera.py tests/test_real_inputs.py \
-            tests/test_rasterize_lidar.py -k "camera or lidar or binning or real_table" 2>&1 | tail -2
-        el "ldl: $tool"
-    done
+    T0=$T0 bash "$P/sanitize_rasterizers.sh" "ldl: "
 else
     for v in base all ldl; do
         (cd "$DIR/$v" && timeout 60 python3 - "$v" <<'PY' 2>&1 | quiet | head -26

@@ -24,12 +24,7 @@ grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/gpu_tests.log" | tail -12
 el "GPU suite"
 timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_errors.py 2>&1 | tail -1
 el "bad inputs"
-for tool in memcheck racecheck; do
-    timeout 120 compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q -m "gpu and sanitize" \
-        -p no:cacheprovider tests/test_op_registry.py tests/test_rasterize_camera.py tests/test_rasterize_lidar.py \
-        tests/test_real_inputs.py -k "camera or lidar or binning or real_table" 2>&1 | tail -2
-    el "$tool"
-done
+T0=$T0 bash benchmarks/prepared/sanitize_rasterizers.sh
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 timeout 120 python3 benchmarks/vs_gsplat.py --rounds 5 2>&1 | quiet | tail -6
 el "vs gsplat"
