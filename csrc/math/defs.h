@@ -23,6 +23,14 @@
 #define NUREC_UNROLL
 #endif
 
+/* floor(log2 n) for n >= 1 (0 for n <= 1): the lidar's row-search levels,
+ * in its projection and in the glue's check of the table's shape. */
+NUREC_HD int nurec_floor_log2(int n) {
+    int l = 0;
+    while ((n >> (l + 1)) != 0) ++l;
+    return l;
+}
+
 /* The Gaussian's falloff exp(-sigma) in float32 on the GPU: the hardware's
  * base-2 exponential (a multiply and MUFU.EX2, flushing to zero below
  * 2^-126), 2 instructions where expf takes 11 (software range reduction)

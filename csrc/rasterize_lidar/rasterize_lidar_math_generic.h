@@ -335,15 +335,6 @@ NUREC_HD int NR(rl_rows_first)(const real_t* s, int R, double mu, double e, int 
     return first;
 }
 
-#ifndef NUREC_RL_FLOOR_LOG2 /* not generic over real_t: once for both precisions */
-#define NUREC_RL_FLOOR_LOG2
-NUREC_HD int nurec_rl_floor_log2(int n) { /* n >= 1 */
-    int l = 0;
-    while ((n >> (l + 1)) != 0) ++l;
-    return l;
-}
-#endif
-
 NUREC_HD void NR(rl_rows_reached)(const real_t* t, int R, int L, double mu, double e, int* i0, int* i1,
                                   double* omin, double* omax) {
     *i0 = R;
@@ -352,7 +343,7 @@ NUREC_HD void NR(rl_rows_reached)(const real_t* t, int R, int L, double mu, doub
     *omax = -1e300;
     const int a = NR(rl_rows_first)(t, R, mu, e, 0), b = NR(rl_rows_first)(t, R, mu, e, 1);
     if (a >= b) return;
-    const int l = nurec_rl_floor_log2(b - a);
+    const int l = nurec_floor_log2(b - a);
     if (l >= L) return; /* never for a table built for these R rows */
     const int c = b - (1 << l); /* [a, a + 2^l) and [c, b) cover [a, b) */
     const real_t* lv = t + (int64_t)R * (1 + l);

@@ -106,8 +106,7 @@ Tensor rl_row_search(const char* op, nurec_rasterize_lidar_params& p, const Tens
     p.row_search = nullptr;
     p.row_levels = 0;
     if (!row_search.has_value() || p.rows == 0) return Tensor();
-    int levels = 1;
-    while ((p.rows >> levels) != 0) ++levels; /* floor(log2 R) + 1 */
+    const int levels = nurec_floor_log2(p.rows) + 1; /* rl_rows_reached's L */
     check_shape(op, "row_search", *row_search, {1 + 4 * (int64_t)levels, p.rows},
                 "[1 + 4 L, R] (nurec_ops._lidar_table.row_search of the rows' table)");
     check_real(op, "row_search", *row_search, means, "means");
