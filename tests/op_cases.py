@@ -36,7 +36,7 @@ import test_camera_models_fused as tm
 import test_covariance as tcov
 import test_rasterize_camera as tc
 import test_rasterize_lidar as tl
-from conftest import make_gaussians, make_track_poses, make_tracks, query_times_for
+from random_scenes import make_gaussians, make_track_poses, make_tracks, query_times_for
 from test_rolling_shutter import lidar_end, moved
 
 OPS = torch.ops.nurec_ops

@@ -1,7 +1,7 @@
 """Replays a registry row's float32 parity for given seeds (as
 test_parity, or test_parity_lists_cut_into_parts with --segments S
 --segment-min M) and says where its gradients leave the bound: each
-gradient's bad rows, and the rows conftest.rows_near_cuts frees (the
+gradient's bad rows, and the rows near_cuts.rows_near_cuts frees (the
 Gaussians of pixels next to a cut), so that a failure is seen to be a
 flip or not. Not a test: a tool for a failing test's reported seed.
 
@@ -16,14 +16,15 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import test_op_registry as T  # noqa: E402
-from conftest import GRAD_ORDER_FLOOR, reference_bound, rows_near_cuts  # noqa: E402
+from near_cuts import rows_near_cuts  # noqa: E402
+from tolerances import GRAD_ORDER_FLOOR, reference_bound  # noqa: E402
 from op_cases import CASES  # noqa: E402
 
 F32, F64 = torch.float32, torch.float64
 
 
 def bad_rows(a, e, r):
-    """Elements past the rule's bound for gradients (conftest.assert_close_to_reference, its floor), by row."""
+    """Elements past the rule's bound for gradients (tolerances.assert_close_to_reference, its floor), by row."""
     a, e, r = (t.detach().cpu().double() for t in (a, e, r))
     bound, scale, _ = reference_bound(e, r, GRAD_ORDER_FLOOR)
     bad = (a - e).abs() > bound

@@ -5,7 +5,7 @@ benchmarks/RESULTS.md). It needs the real rig's calibration in
 import re
 
 import shared_data
-from conftest import run_benchmark
+from run_scripts import run_benchmark
 
 
 def test_bench_adam_smoke():

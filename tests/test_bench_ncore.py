@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import run_benchmark
+from run_scripts import run_benchmark
 
 pytest.importorskip("ncore")
 

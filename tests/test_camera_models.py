@@ -186,7 +186,7 @@ def test_ftheta_backward_reference_inverts():
 # ------------------------------------------- the reference rasterizer's models
 
 import test_rasterize_camera as tc  # noqa: E402
-from conftest import away_from_cuts, gradcheck_inputs  # noqa: E402
+from near_cuts import away_from_cuts, gradcheck_inputs  # noqa: E402
 from nurec_ops import reference as ref  # noqa: E402
 
 

@@ -13,9 +13,10 @@ import torch
 import nurec_ops
 from nurec_ops import reference as ref
 
-from conftest import (DEVICES, DTYPES, INDEX_DTYPES, assert_all_finite, assert_close, assert_same_sum,
-                      make_gaussians,
-                      make_track_poses, make_tracks, poison_allocator, query_times_for, upcast)
+from conftest import DEVICES, DTYPES, INDEX_DTYPES
+from poison import assert_all_finite, poison_allocator
+from random_scenes import make_gaussians, make_track_poses, make_tracks, query_times_for, upcast
+from tolerances import assert_close, assert_same_sum
 
 OPS = torch.ops.nurec_ops
 G_NAMES = ["means", "quats", "log_scales", "opacity_logits"]

@@ -18,7 +18,9 @@ import torch
 import nurec_ops
 from nurec_ops import reference as ref
 
-from conftest import DEVICES, DTYPES, TOL, assert_all_finite, assert_close, poison_allocator
+from conftest import DEVICES, DTYPES
+from poison import assert_all_finite, poison_allocator
+from tolerances import TOL, assert_close
 
 F32, F64 = torch.float32, torch.float64
 OPS = torch.ops.nurec_ops

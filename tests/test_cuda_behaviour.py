@@ -9,7 +9,9 @@ import torch
 import nurec_ops
 from nurec_ops import reference as ref
 
-from conftest import DEVICES, assert_close, gpu, make_gaussians, make_track_poses, make_tracks, query_times_for, upcast
+from conftest import DEVICES, gpu
+from random_scenes import make_gaussians, make_track_poses, make_tracks, query_times_for, upcast
+from tolerances import assert_close
 
 OPS = torch.ops.nurec_ops
 G_NAMES = ["means", "quats", "log_scales", "opacity_logits"]

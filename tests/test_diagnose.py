@@ -22,7 +22,7 @@ from nurec_ops import nvtx
 from nurec_ops.diagnose import figures as diag_figures
 from nurec_ops.diagnose import syncs as diag_syncs
 from nurec_ops.diagnose.trace import Trace
-from conftest import repo_env
+from run_scripts import repo_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 THIS_FILE = os.path.basename(__file__)

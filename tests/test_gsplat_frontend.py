@@ -16,7 +16,8 @@ from nurec_ops.reference import composite
 import importlib
 
 import test_rasterize_camera as tc
-from conftest import DEVICES, assert_close, gpu
+from conftest import DEVICES, gpu
+from tolerances import assert_close
 from op_cases import meta_formula
 
 ref_camera = importlib.import_module("nurec_ops.reference.rasterize_camera")

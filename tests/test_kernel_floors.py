@@ -1,7 +1,7 @@
 """benchmarks/kernel_floors.py on the CPU: the counts through the CPU ops and
 each kernel's floor; the camera's fwd+bwd floor lands where issue 19 puts it
 for a 1080p camera on the H200 (~0.25 ms)."""
-from conftest import run_benchmark
+from run_scripts import run_benchmark
 
 STAGES = ("projection", "binning", "forward walk", "backward walk", "projection backward")
 

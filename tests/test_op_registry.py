@@ -3,7 +3,7 @@ op registry (tests/op_cases.py: one row per op and sensor model):
 
 - parity with the pure-PyTorch reference, forward and backward (CPU, CUDA;
   float32 by the registry's rule: relative to the float32 error of the
-  reference itself, conftest.assert_close_to_reference; float64 tight);
+  reference itself, tolerances.assert_close_to_reference; float64 tight);
 - opcheck of every nurec_ops operator the row's forward and backward reach,
   with the arguments the public API gave it;
 - torch.compile(fullgraph=True): values and gradients as eager, again
@@ -26,8 +26,10 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from conftest import (DEVICES, DTYPES, GRAD_ORDER_FLOOR, assert_all_finite, assert_close, assert_close_to_reference,
-                      gpu, poison_allocator, rows_near_cuts)
+from conftest import DEVICES, DTYPES, gpu
+from near_cuts import rows_near_cuts
+from poison import assert_all_finite, poison_allocator
+from tolerances import GRAD_ORDER_FLOOR, assert_close, assert_close_to_reference
 from op_cases import params
 from nurec_ops import _binning
 

@@ -13,8 +13,12 @@ import torch
 
 import nurec_ops
 from nurec_ops import reference as ref
-from conftest import (DEVICES, DTYPES, assert_close, assert_close_flips, away_from_cuts, changed, gradcheck_inputs,
-                      gpu, poison_allocator, raises_real_and_fake, random_quats, rows_near_cuts)
+from conftest import DEVICES, DTYPES, gpu
+from bad_inputs import changed, raises_real_and_fake
+from near_cuts import away_from_cuts, gradcheck_inputs, rows_near_cuts
+from poison import poison_allocator
+from random_scenes import random_quats
+from tolerances import assert_close, assert_close_flips
 
 OPS = torch.ops.nurec_ops
 

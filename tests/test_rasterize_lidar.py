@@ -18,8 +18,12 @@ from nurec_ops.lidar_model import load_lidar_model, reduce_lidar_model, syntheti
 from nurec_ops._lidar_table import sensor_op_args
 from nurec_ops.rasterize_lidar import default_eps2d
 
-from conftest import (DEVICES, DTYPES, assert_close, assert_close_flips, away_from_cuts, changed, gradcheck_inputs,
-                      gpu, poison_allocator, quat_mul, raises_real_and_fake, random_quats, rows_near_cuts)
+from conftest import DEVICES, DTYPES, gpu
+from bad_inputs import changed, raises_real_and_fake
+from near_cuts import away_from_cuts, gradcheck_inputs, rows_near_cuts
+from poison import poison_allocator
+from random_scenes import quat_mul, random_quats
+from tolerances import assert_close, assert_close_flips
 import shared_data
 
 OPS = torch.ops.nurec_ops

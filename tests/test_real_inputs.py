@@ -27,7 +27,10 @@ from nurec_ops._lidar_table import canonical_columns
 import shared_data
 import test_rasterize_camera as tc
 import test_rasterize_lidar as tl
-from conftest import DEVICES, DTYPES, assert_close, gpu, gradcheck_inputs, random_quats
+from conftest import DEVICES, DTYPES, gpu
+from near_cuts import gradcheck_inputs
+from random_scenes import random_quats
+from tolerances import assert_close
 
 ref_camera = importlib.import_module("nurec_ops.reference.rasterize_camera")  # the module, not the function
 
@@ -209,7 +212,7 @@ def _box_bounds(rec, el, az, off, tile_cols=256, rel=1e-3, pad=1e-5):
     d^T Q d <= thr: the fewest the binning may keep) and the cells of the
     rectangle of the rows and columns the widened ellipse spans (rl_box
     before its cut: the most). Brute force over every ray."""
-    W, R = az.shape[0], el.shape[0]
+    W = az.shape[0]
     tiles_x = -(-W // tile_cols)
     two_pi = 2 * math.pi
     col = az + (az < az[0]).to(az.dtype) * two_pi  # rl_canon_az: ascending

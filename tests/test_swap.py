@@ -10,7 +10,7 @@ import torch
 import nurec_ops
 from nurec_ops import reference
 
-from conftest import make_gaussians, make_tracks, query_times_for
+from random_scenes import make_gaussians, make_tracks, query_times_for
 
 OPS = ("collect", "rasterize_camera", "interpolate_track_poses")
 

@@ -1,10 +1,10 @@
-"""The float32 tolerance rule itself (conftest.assert_close_to_reference):
+"""The float32 tolerance rule itself (tolerances.assert_close_to_reference):
 a rule that passes everything tests nothing, so it is tested on tensors
 made to pass and to fail."""
 import pytest
 import torch
 
-from conftest import assert_close_to_reference
+from tolerances import assert_close_to_reference
 
 F64 = torch.float64
 
@@ -65,10 +65,10 @@ def test_the_gradient_floor_takes_order_noise_only():
 
 @pytest.mark.parametrize("opacity,lo,hi", [((1 / 255) * (1 + 1e-6), 0.0, 1e-5), (0.5, 0.49, 0.5)])
 def test_threshold_margin_sees_the_cut(opacity, lo, hi):
-    """conftest.threshold_margin on one Gaussian centred on a one-pixel
+    """near_cuts.threshold_margin on one Gaussian centred on a one-pixel
     camera (alpha = its opacity): 1e-6 above the 1/255 cut reads ~1e-6;
     opacity 0.5 reads its distance from the 0.99 clamp, 0.495."""
-    from conftest import threshold_margin
+    from near_cuts import threshold_margin
     from nurec_ops import reference as ref
 
     d = dict(dtype=torch.float64)
@@ -81,7 +81,7 @@ def test_threshold_margin_sees_the_cut(opacity, lo, hi):
 
 def test_free_rows_take_a_pixels_gaussians_only():
     """One flip next to a cut moves the rows of the Gaussians its pixel
-    blends (conftest.rows_near_cuts): 6 of 60 rows off fail the 2%
+    blends (near_cuts.rows_near_cuts): 6 of 60 rows off fail the 2%
     allowance, pass with those rows free, and fail again with a seventh row
     off outside them or with a free row past NEAR_CUT_BOUND."""
     a, e, r = _case((60, 3), 0)
@@ -105,11 +105,11 @@ def test_free_rows_take_a_pixels_gaussians_only():
 
 @pytest.mark.parametrize("front_opacity,expect", [((1 / 255) * (1 + 1e-6), ({0, 1}, {0})), (0.3, (set(), set()))])
 def test_rows_near_cuts_names_the_pixels_gaussians(front_opacity, expect):
-    """conftest.rows_near_cuts on two Gaussians centred on a one-pixel
+    """near_cuts.rows_near_cuts on two Gaussians centred on a one-pixel
     camera (alpha = opacity), the front one (index 1, nearer) 1e-6 above
     the 1/255 cut: both Gaussians and the camera; a front opacity of 0.3
     (far from every cut, the back one 0.5): none."""
-    from conftest import rows_near_cuts
+    from near_cuts import rows_near_cuts
     from nurec_ops import reference as ref
 
     d = dict(dtype=torch.float64)
@@ -122,10 +122,10 @@ def test_rows_near_cuts_names_the_pixels_gaussians(front_opacity, expect):
 
 
 def test_flips_rule_frees_rows_next_to_a_cut():
-    """conftest.assert_close_flips (the rasterizers' own parity): a row
+    """tolerances.assert_close_flips (the rasterizers' own parity): a row
     next to a cut 5% of the scale off (past the 2% bound) passes only when
     freed; 30% off fails even then."""
-    from conftest import assert_close_flips
+    from tolerances import assert_close_flips
     a, e, r = _case((150, 3), 0)
     a[133, 0] += 0.05 * e.abs().max()
     with pytest.raises(AssertionError, match="is off by"):

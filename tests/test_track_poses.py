@@ -3,7 +3,7 @@
 Float64 results must match the float64 reference to 1e-9 (relative to each
 tensor's scale); float32 results are compared with the float64 reference run
 on the upcast inputs, to 2e-5 (translations and quaternions separately, see
-conftest.TOL). Every run draws fresh random inputs; a failure prints the seed.
+tolerances.TOL). Every run draws fresh random inputs; a failure prints the seed.
 """
 import math
 
@@ -13,8 +13,10 @@ import torch
 import nurec_ops
 from nurec_ops import reference as ref
 
-from conftest import (DEVICES, DTYPES, EPOCH_US, INDEX_DTYPES, assert_all_finite, assert_close, assert_same_sum,
-                      make_tracks, poison_allocator, query_times_for, upcast)
+from conftest import DEVICES, DTYPES, INDEX_DTYPES
+from poison import assert_all_finite, poison_allocator
+from random_scenes import EPOCH_US, make_tracks, query_times_for, upcast
+from tolerances import assert_close, assert_same_sum
 
 OPS = torch.ops.nurec_ops
 MODES = ["slerp", "nearest"]

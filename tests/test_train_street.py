@@ -22,7 +22,8 @@ import torch
 import nurec_ops
 from nurec_ops import reference
 
-from conftest import gpu, repo_env
+from conftest import gpu
+from run_scripts import repo_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
