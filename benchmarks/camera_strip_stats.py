@@ -16,6 +16,14 @@ two of the 8 x 4 blocks stacked (a lane a pixel in each: RC_BWD_PIX), so it
 also counts the (entry, warp) pairs of those 8 x 8 warps, and those where
 the entry meets both blocks.
 
+``--per-splat`` sets this backward against a per-splat one (Taming 3DGS,
+Faster-GS: a warp takes 32 of a tile's entries, a lane an entry, and the
+lanes pass each pixel's state down the warp, so every entry meets all 256
+pixels of its tile, 256 + 31 steps a bucket of 32): the (pixel, entry)
+evaluations each design makes, and the gradient rows each sends to global
+memory (ours: one per (entry, warp) whose pixels a box reaches, at most;
+per-splat: one per walked (tile, entry)).
+
     python3 benchmarks/camera_strip_stats.py --scenes garden,garden3,street
 """
 import argparse
@@ -36,7 +44,8 @@ T = 16  # csrc/tiles/tiles.h: NUREC_TILE
 
 
 def walked_entries(sc):
-    """(tile x, tile y, record) of every entry a walk evaluates."""
+    """(tile x, tile y, record, H, tile id over the cameras) of every entry a
+    walk evaluates, grouped by tile."""
     out = OPS.rasterize_camera_fwd(sc["means"], sc["quats"], sc["scales"], sc["opacities"], sc["features"],
                                    sc["viewmats"], sc["Ks"], None, sc["width"], sc["height"], 0.01, 1e10, -1, 0, 1,
                                    0)
@@ -48,11 +57,13 @@ def walked_entries(sc):
     furthest = furthest.reshape(C, ty_n, T, tx_n, T).amax((2, 4)).long()
     starts, ends = ranges[..., 0], ranges[..., 1]
     n = torch.minimum(furthest, ends - starts).flatten()
-    _, ty, tx = torch.meshgrid(torch.arange(C), torch.arange(ty_n), torch.arange(tx_n), indexing="ij")
+    cz, ty, tx = torch.meshgrid(torch.arange(C), torch.arange(ty_n), torch.arange(tx_n), indexing="ij")
+    tile = (cz * ty_n + ty) * tx_n + tx
     first = starts.flatten().repeat_interleave(n)
     offs = torch.arange(int(n.sum())) - torch.repeat_interleave(torch.cumsum(n, 0) - n, n)
     items = isect[first + offs]
-    return tx.flatten().repeat_interleave(n), ty.flatten().repeat_interleave(n), rec.reshape(C * N, 8)[items], H
+    return (tx.flatten().repeat_interleave(n), ty.flatten().repeat_interleave(n), rec.reshape(C * N, 8)[items], H,
+            tile.flatten().repeat_interleave(n))
 
 
 def warps_reached(tx, ty, r, W, H, bw, bh):
@@ -82,9 +93,24 @@ def warps_reached(tx, ty, r, W, H, bw, bh):
     return exact, box
 
 
+def per_splat_counts(tile, box8x8):
+    """(ours, per-splat): the backward's (pixel, entry) evaluations and the
+    gradient rows it adds to global memory. Ours: a warp of 8 x 8 pixels
+    evaluates an entry its box meets (box8x8 [entries, 4]) at its 64 pixels
+    and adds one row for it. Per-splat: each tile's walked entries in
+    buckets of 32, a bucket 256 + 31 steps of 32 lanes, one row per entry.
+    tile: each entry's tile, grouped (walked_entries)."""
+    _, per_tile = torch.unique_consecutive(tile, return_counts=True)
+    buckets = (per_tile + 31) // 32
+    ours = (int(box8x8.sum()) * 64, int(box8x8.sum()))
+    splat = (int(buckets.sum()) * 32 * (256 + 31), len(tile))
+    return ours, splat
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scenes", default="garden,garden3,street")
+    ap.add_argument("--per-splat", action="store_true", help="set this backward against a per-splat one")
     a = ap.parse_args()
     makers = {"garden": ("garden 648x420 x3", lambda: bc.garden("cpu", torch.float32, 1)),
               "garden3": ("garden 1944x1260 x3", lambda: bc.garden("cpu", torch.float32, 3)),
@@ -92,7 +118,7 @@ def main():
     for key in a.scenes.split(","):
         name, make = makers[key]
         sc = make()
-        tx, ty, r, H = walked_entries(sc)
+        tx, ty, r, H, tile = walked_entries(sc)
         print(f"{name}: {len(tx):,} walked (tile, entry) pairs")
         for bw, bh in ((16, 2), (8, 4)):
             exact, box = warps_reached(tx, ty, r, sc["width"], H, bw, bh)
@@ -105,6 +131,12 @@ def main():
                     top, bottom = m[:, 0::2], m[:, 1::2]
                     print(f"  warps of two stacked 8 x 4 blocks: pairs {what} {int((top | bottom).sum()):,}, "
                           f"both blocks {int((top & bottom).sum()):,}")
+                if a.per_splat:
+                    m = box.view(-1, 4, 2)
+                    (ev_o, rows_o), (ev_s, rows_s) = per_splat_counts(tile, m[:, 0::2] | m[:, 1::2])
+                    print(f"  backward, (pixel, entry) evaluations: ours {ev_o:,}, per-splat {ev_s:,} "
+                          f"({ev_s / max(ev_o, 1):.2f}x); gradient rows to global memory: ours at most "
+                          f"{rows_o:,}, per-splat {rows_s:,} ({rows_s / max(rows_o, 1):.2f}x)")
 
 
 if __name__ == "__main__":

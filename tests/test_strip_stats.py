@@ -1,0 +1,24 @@
+"""benchmarks/camera_strip_stats.py's count of a per-splat backward against
+ours, on entries made by hand (the script itself walks the garden and the
+street on the CPU, minutes; it is run by hand, not in the suite)."""
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+import camera_strip_stats as css  # noqa: E402
+
+
+def test_per_splat_counts():
+    # three tiles of 33, 1 and 32 walked entries: buckets of 32 -> 2 + 1 + 1
+    tile = torch.tensor([0] * 33 + [5] + [7] * 32)
+    box = torch.zeros(len(tile), 4, dtype=torch.bool)
+    box[:33, :] = True  # the first tile's entries meet all four 8 x 8 warps
+    box[33, 2] = True  # the lone entry one warp
+    box[34:, :2] = True  # the last tile's entries two
+    (ev_o, rows_o), (ev_s, rows_s) = css.per_splat_counts(tile, box)
+    warps = 33 * 4 + 1 + 32 * 2
+    assert (ev_o, rows_o) == (warps * 64, warps)
+    assert (ev_s, rows_s) == (4 * 32 * (256 + 31), 66)
+
