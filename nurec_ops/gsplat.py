@@ -25,6 +25,7 @@ the Jacobian clamp, 0.3 px^2 dilation, opacity-aware culling at alpha
 ``benchmarks/vs_gsplat.py``). One difference: the per-Gaussian alpha is
 capped at 0.99 (the 3DGS original and SPEC 3) where gsplat caps at 0.999.
 """
+import functools
 import math
 import warnings
 
@@ -121,8 +122,12 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     size), ``eps2d`` other than 0.3, ``radius_clip`` > 0,
     ``absgrad=True`` with colors of more than 4 channels,
     ``rasterize_mode="antialiased"``, ``camera_model="ortho"``,
-    ``distributed``, ``sparse_grad``, ``segmented``, ``covars``, per-camera
-    colors [C, N, D] and batch dimensions.
+    ``distributed``, ``sparse_grad``, ``segmented``, ``covars`` and batch
+    dimensions.
+
+    Per-camera colors [C, N, D] (``sh_degree=None``; what gsplat's trainer
+    passes with its appearance module, ``app_opt``) are rendered one camera
+    a call (a trainer's batch of one camera: one call, as fast as [N, D]).
 
     Camera models and rolling shutter, which gsplat renders only with
     ``with_ut=True``: ``camera_model="pinhole"`` with ``radial_coeffs`` [C, 6]
@@ -161,12 +166,14 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     if means.dim() != 2:
         _unsupported("means", f"shape {list(means.shape)}", "no batch dimensions: means must be [N, 3]")
     N = means.shape[0]
-    sh = colors.dim() == 3 and sh_degree is not None
-    if not sh and colors.dim() != 2:
-        _unsupported("colors", f"shape {list(colors.shape)}", "colors [N, D] or SH [N, K, 3] with sh_degree")
-    if colors.shape[0] != N:
-        _unsupported("colors", f"shape {list(colors.shape)}", "per-camera colors [C, N, D]: pass [N, D]")
     C = viewmats.shape[0]
+    sh = colors.dim() == 3 and sh_degree is not None
+    per_camera = colors.dim() == 3 and sh_degree is None and colors.shape[:2] == (C, N)
+    if not sh and not per_camera and colors.dim() != 2:
+        _unsupported("colors", f"shape {list(colors.shape)}",
+                     "colors [N, D], per camera [C, N, D], or SH [N, K, 3] with sh_degree")
+    if colors.shape[0] != (C if per_camera else N):
+        _unsupported("colors", f"shape {list(colors.shape)}", "colors [N, D] or per camera [C, N, D]")
     want_color = render_mode in ("RGB", "RGB+D", "RGB+ED")
     feats = colors
     if not want_color:  # depth only: one dummy channel keeps the op's feature path
@@ -175,10 +182,16 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     bg = backgrounds if want_color else None
     grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (means, quats, scales, opacities, colors) if isinstance(t, torch.Tensor))
-    render, depth, alpha, m = rasterize_camera(
-        means, quats, scales, opacities, feats, viewmats, Ks, int(width), int(height), near=near_plane,
-        far=far_plane, backgrounds=bg, sh_degree=sh_degree if sh else None, return_meta=True, means2d_grad=grad,
-        absgrad=bool(absgrad) and grad, **cam_kw)
+    if not want_color and per_camera:
+        per_camera = False
+    render_one = functools.partial(
+        rasterize_camera, means, quats, scales, opacities, width=int(width), height=int(height), near=near_plane,
+        far=far_plane, sh_degree=sh_degree if sh else None, return_meta=True, means2d_grad=grad,
+        absgrad=bool(absgrad) and grad)
+    if per_camera:
+        render, depth, alpha, m = _per_camera(render_one, feats, viewmats, Ks, bg, cam_kw, bool(absgrad) and grad)
+    else:
+        render, depth, alpha, m = render_one(feats, viewmats, Ks, backgrounds=bg, **cam_kw)
     if render_mode in ("ED", "RGB+ED"):
         depth = depth / alpha.clamp(min=1e-10)
     if render_mode == "RGB":
@@ -193,6 +206,50 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         "opacities": opacities.expand(C, N),
     }
     return out, alpha, meta
+
+
+class _Meta:  # SPEC 8's meta of the cameras together (_per_camera)
+    def __init__(self, means2d, radii, depths):
+        self.means2d, self.radii, self.depths = means2d, radii, depths
+
+
+def _per_camera(render_one, colors, viewmats, Ks, backgrounds, cam_kw, absgrad):
+    """gsplat's per-camera colors [C, N, D] (its trainer's appearance
+    module writes them): one call of the op per camera, each with its own
+    [N, D] colours (one call when C = 1, a trainer's usual batch), and the
+    cameras' outputs and meta stacked. With a means2d gradient, meta's
+    ``means2d`` is a leaf [C, N, 2] of its own whose ``.grad`` (and
+    ``.absgrad``) each camera's leaf fills in as its gradient lands (a
+    post-accumulate hook: no copy kernels until then, no host sync)."""
+    C = viewmats.shape[0]
+
+    def pick(v, c):  # a per-camera argument's row c (camera model, rolling shutter), as [1, ...]
+        return v[c:c + 1] if isinstance(v, torch.Tensor) and v.dim() > 0 and v.shape[0] == C else v
+
+    outs = [render_one(colors[c], viewmats[c:c + 1], pick(Ks, c), backgrounds=pick(backgrounds, c),
+                       **{k: pick(v, c) for k, v in cam_kw.items()}) for c in range(C)]
+    if C == 1:  # the call's own outputs: nothing stacked, no hook
+        return outs[0]
+    render, depth, alpha = (torch.cat([o[k] for o in outs]) for k in range(3))
+    metas = [o[3] for o in outs]
+    means2d = torch.cat([m.means2d.detach() for m in metas])
+    if metas[0].means2d.requires_grad:
+        means2d.requires_grad_(True)
+
+        def landed(c):
+            def hook(leaf):
+                if means2d.grad is None:
+                    means2d.grad = torch.zeros_like(means2d)
+                means2d.grad[c] = leaf.grad[0]
+                if absgrad:
+                    if getattr(means2d, "absgrad", None) is None:
+                        means2d.absgrad = torch.zeros_like(means2d)
+                    means2d.absgrad[c] = leaf.absgrad[0]
+            return hook
+        for c, m in enumerate(metas):
+            m.means2d.register_post_accumulate_grad_hook(landed(c))
+    return render, depth, alpha, _Meta(means2d, torch.cat([m.radii for m in metas]),
+                                       torch.cat([m.depths for m in metas]))
 
 
 def patch_gsplat_strategy_ops():

@@ -256,6 +256,59 @@ def test_front_end_modes_and_meta():
     assert meta["n_cameras"] == 2 and meta["gaussian_ids"] is None and meta["width"] == s["width"]
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("C", [1, 3])
+@pytest.mark.parametrize("absgrad", [False, True])
+def test_front_end_per_camera_colors(absgrad, C, device):
+    """gsplat's per-camera colors [C, N, 3] (its appearance module's): the
+    images, alphas and gradients of each camera rendered with its own
+    colours, and meta.means2d a [C, N, 2] leaf whose .grad (and .absgrad)
+    are each camera's, as DefaultStrategy reads them."""
+    s = tc.to(_scene(N=120, C=C), device, torch.float64, grad=False)
+    N = 120
+    colors = torch.rand(C, N, 3, dtype=torch.float64, device=device, requires_grad=True)
+    leaves = {k: s[k].detach().clone().requires_grad_(True) for k in ("means", "quats", "scales", "opacities")}
+    bg = torch.rand(C, 3, dtype=torch.float64, device=device)
+    cot = torch.randn(C, s["height"], s["width"], 3, dtype=torch.float64, device=device)
+    out, alpha, meta = rasterization(leaves["means"], leaves["quats"], leaves["scales"], leaves["opacities"],
+                                     colors, s["viewmats"], s["Ks"], s["width"], s["height"], packed=False,
+                                     backgrounds=bg, absgrad=absgrad)
+    assert out.shape == (C, s["height"], s["width"], 3) and meta["means2d"].shape == (C, N, 2)
+    (out * cot).sum().backward()
+    grads = {k: v.grad for k, v in leaves.items()}
+    for c in range(C):  # camera c alone, with its own colours, through the op
+        one = {k: v.detach().clone().requires_grad_(True) for k, v in leaves.items()}
+        col = colors[c].detach().clone().requires_grad_(True)
+        r, d, a, m = nurec_ops.rasterize_camera(one["means"], one["quats"], one["scales"], one["opacities"], col,
+                                                s["viewmats"][c:c + 1], s["Ks"][c:c + 1], s["width"], s["height"],
+                                                backgrounds=bg[c:c + 1], return_meta=True, means2d_grad=True,
+                                                absgrad=absgrad)
+        (r * cot[c:c + 1]).sum().backward()
+        assert_close(out[c:c + 1], r, torch.float64, msg=f"camera {c}")
+        assert_close(alpha[c:c + 1], a, torch.float64)
+        assert_close(colors.grad[c], col.grad, torch.float64)
+        assert_close(meta["means2d"][c], m.means2d[0].detach(), torch.float64)
+        assert_close(meta["means2d"].grad[c], m.means2d.grad[0], torch.float64)
+        if absgrad:
+            assert_close(meta["means2d"].absgrad[c], m.means2d.absgrad[0], torch.float64)
+        assert torch.equal(meta["radii"][c], m.radii[0])
+        for k in grads:
+            grads[k] = grads[k] - one[k].grad
+    for k, g in grads.items():  # the Gaussians' gradients are the cameras' sums
+        assert_close(g, torch.zeros_like(g), torch.float64, msg=k)
+
+
+def test_default_strategy_on_per_camera_colors():
+    """DefaultStrategy grows and prunes on the meta of per-camera colors
+    (an appearance module's [C, N, 3]), as on [N, 3]."""
+    strategy_mod = pytest.importorskip("gsplat.strategy")
+    params = _actor_params()
+    strategy = strategy_mod.DefaultStrategy(refine_start_iter=2, refine_stop_iter=10, refine_every=3,
+                                            reset_every=1000, grow_grad2d=1e-6, prune_opa=0.05, verbose=False)
+    counts = _train_with(strategy, params, 20, dict(packed=False), per_camera=True)
+    assert max(counts) > counts[0], counts
+
+
 @pytest.mark.parametrize("kw,name", [({}, "packed"),
                                      (dict(packed=False, eps2d=0.1), "eps2d"),
                                      (dict(packed=False, rasterize_mode="antialiased"), "rasterize_mode"),
@@ -273,7 +326,8 @@ def test_front_end_camera_models_and_rolling_shutter():
     """gsplat's camera arguments (distortion, fisheye, FTheta, rolling
     shutter; gsplat's own FThetaCameraDistortionParameters and
     RollingShutterType) mean what the fused op's SPEC 6 / 7 arguments mean:
-    the front end's images equal direct calls."""
+    the front end's images equal direct calls, with colours [N, D] and
+    the same given per camera [C, N, D]."""
     w = pytest.importorskip("gsplat.cuda._wrapper")
     s = _scene(N=60)
     C = 2
@@ -308,6 +362,9 @@ def test_front_end_camera_models_and_rolling_shutter():
         assert_close(out, expect[0], torch.float64, msg=str(sorted(theirs)))
         assert_close(alpha, expect[2], torch.float64)
         assert not torch.equal(out, d()[0])  # the camera arguments changed the image
+        # the same colours given per camera: each camera's arguments taken from its own row
+        per_camera = args[:4] + (s["features"][None].expand(C, -1, -1).contiguous(),) + args[5:]
+        assert_close(rasterization(*per_camera, packed=False, **theirs)[0], out, torch.float64)
 
 
 class _nothing:
@@ -350,10 +407,11 @@ def _actor_params(N_per=60, seed=0):
     })
 
 
-def _train_with(strategy, params, steps, post_kw, absgrad=False):
+def _train_with(strategy, params, steps, post_kw, absgrad=False, per_camera=False):
     """A short loop on nurec_ops.gsplat's rasterization with a gsplat
     strategy; checks shapes and track ids after every step; returns the
-    Gaussian counts."""
+    Gaussian counts. per_camera: the colours per camera ([C, N, 3], two
+    tints of the Gaussians' own, as an appearance module would give)."""
     optimizers = {k: torch.optim.Adam([params[k]], lr=1e-2) for k in ("means", "scales", "quats", "opacities",
                                                                        "colors")}
     strategy.check_sanity(params, optimizers)
@@ -363,8 +421,11 @@ def _train_with(strategy, params, steps, post_kw, absgrad=False):
     target = torch.rand(2, 32, 48, 3, generator=torch.Generator().manual_seed(3))
     counts = [params["means"].shape[0]]
     for step in range(steps):
+        colors = params["colors"]
+        if per_camera:
+            colors = colors[None] * torch.tensor([[[1.0, 0.9, 0.8]], [[0.8, 0.9, 1.0]]])
         out, alpha, info = rasterization(params["means"], params["quats"], torch.exp(params["scales"]),
-                                         torch.sigmoid(params["opacities"]), params["colors"], V, K, 48, 32,
+                                         torch.sigmoid(params["opacities"]), colors, V, K, 48, 32,
                                          packed=False, absgrad=absgrad)
         loss = (out - target).abs().mean()
         strategy.step_pre_backward(params, optimizers, state, step, info)
