@@ -80,10 +80,12 @@ def _check_shapes(out, q, triu):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("device", DEVICES)
 def test_matches_reference(device, dtype, flags, triu, batch, seed):
-    """Forward and backward against the reference on fresh random inputs."""
+    """Forward and backward against the reference on fresh random inputs.
+    A float32 scale gradient through the precision may also be off by the
+    rounding of the terms it sums (_precision_terms)."""
     gen = torch.Generator().manual_seed(seed)
     q, s = random_inputs(batch, dtype, device, gen)
-    (out, grads), (expect, expect_g), _ = run_both(q, s, flags, triu, gen)
+    (out, grads), (expect, expect_g), cots = run_both(q, s, flags, triu, gen)
     _check_shapes(out, q, triu)
     for name, a, e in zip(("covars", "precis"), out, expect):
         if a is not None:
@@ -91,8 +93,46 @@ def test_matches_reference(device, dtype, flags, triu, batch, seed):
     if grads is not None:
         for name, g, e in zip(("quats", "scales"), grads, expect_g):
             assert g.shape == e.shape
-            assert_close(g, e, dtype, msg=f"grad {name}")
+            if name == "scales" and dtype == F32 and flags[1]:
+                _assert_close_terms(g, e, _precision_terms(q, s, cots[-1], triu), msg=f"grad {name}")
+            else:
+                assert_close(g, e, dtype, msg=f"grad {name}")
         assert all((g.abs() > 0).any() for g in grads), "a zero gradient: the case tests nothing"
+
+
+def _precision_terms(q, s, cot, triu):
+    """Per item and scale j, the size of the terms that the precision's
+    scale gradient, -t_j^3 sum_ik S_ik R_kj R_ij (t = 1 / s, S the
+    precision's cotangent symmetrised, R the rotation), sums: t_j^3 sum_ik
+    |S_ik| |R_kj| |R_ij|, float64. Where they cancel (one scale small
+    against the others, cotangents of either sign) float32 carries
+    rounding of their size, not the result's: seen at 8e-5 and 1.3e-4 of a
+    gradient's scale, a few ulps of its terms (1 in ~1,000 draws of one
+    Gaussian)."""
+    from nurec_ops.reference import quat
+
+    R = quat.to_rotmat(quat.normalize(q.detach().cpu().double()))
+    c = cot.double()
+    if triu:  # (00, 01, 02, 11, 12, 22): an entry stands for itself alone
+        z = torch.zeros_like(c[..., 0])
+        G = torch.stack((c[..., 0], c[..., 1], c[..., 2], z, c[..., 3], c[..., 4], z, z, c[..., 5]), -1)
+        G = G.reshape(c.shape[:-1] + (3, 3))
+    else:
+        G = c
+    S = (G + G.transpose(-1, -2)).abs()
+    t = 1 / s.detach().cpu().double()
+    return t ** 3 * torch.einsum("...ik,...kj,...ij->...j", S, R.abs(), R.abs())
+
+
+def _assert_close_terms(a, e, terms, msg):
+    """assert_close in float32, each element also allowed 16 float32 ulps
+    of ``terms`` (the size of what it sums)."""
+    a, e = a.detach().cpu().double(), e.detach().cpu().double()
+    scale = max(1.0, e.abs().max().item())
+    t = TOL[F32]
+    bound = t["atol"] * scale + t["rtol"] * e.abs() + 16 * torch.finfo(F32).eps * terms
+    err = (a - e).abs()
+    assert (err <= bound).all(), f"{msg}: off by {err.max().item():.3g} (bound there {bound[err > bound].min().item():.3g})"
 
 
 def _assert_items_close(a, e, dtype, msg, scale=None):
