@@ -32,6 +32,7 @@ import warnings
 import torch
 
 from . import _checks as Ck
+from ._meta import Meta
 from .rasterize_camera import rasterize_camera
 
 _OP = "gsplat.rasterization"
@@ -178,12 +179,10 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     feats = colors
     if not want_color:  # depth only: one dummy channel keeps the op's feature path
         feats = means.new_zeros((N, 1))
-        sh = False
+        sh = per_camera = False
     bg = backgrounds if want_color else None
     grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (means, quats, scales, opacities, colors) if isinstance(t, torch.Tensor))
-    if not want_color and per_camera:
-        per_camera = False
     render_one = functools.partial(
         rasterize_camera, means, quats, scales, opacities, width=int(width), height=int(height), near=near_plane,
         far=far_plane, sh_degree=sh_degree if sh else None, return_meta=True, means2d_grad=grad,
@@ -206,11 +205,6 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         "opacities": opacities.expand(C, N),
     }
     return out, alpha, meta
-
-
-class _Meta:  # SPEC 8's meta of the cameras together (_per_camera)
-    def __init__(self, means2d, radii, depths):
-        self.means2d, self.radii, self.depths = means2d, radii, depths
 
 
 def _per_camera(render_one, colors, viewmats, Ks, backgrounds, cam_kw, absgrad):
@@ -248,8 +242,8 @@ def _per_camera(render_one, colors, viewmats, Ks, backgrounds, cam_kw, absgrad):
             return hook
         for c, m in enumerate(metas):
             m.means2d.register_post_accumulate_grad_hook(landed(c))
-    return render, depth, alpha, _Meta(means2d, torch.cat([m.radii for m in metas]),
-                                       torch.cat([m.depths for m in metas]))
+    return render, depth, alpha, Meta(means2d, torch.cat([m.radii for m in metas]),
+                                      torch.cat([m.depths for m in metas]))
 
 
 def patch_gsplat_strategy_ops():
