@@ -173,7 +173,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     if not sh and not per_camera and colors.dim() != 2:
         _unsupported("colors", f"shape {list(colors.shape)}",
                      "colors [N, D], per camera [C, N, D], or SH [N, K, 3] with sh_degree")
-    if colors.shape[0] != (C if per_camera else N):
+    if not per_camera and colors.shape[0] != N:
         _unsupported("colors", f"shape {list(colors.shape)}", "colors [N, D] or per camera [C, N, D]")
     want_color = render_mode in ("RGB", "RGB+D", "RGB+ED")
     feats = colors
