@@ -392,9 +392,20 @@ __device__ void emit_item_warp(const nurec_tiles_params& p, const EmitItem& e, i
  * large item; the run skips its slots (where its first slot is the
  * window's, at once to its end). Footprint mode's one thread per small
  * item took 216 us for the street camera's 1.9 M keys. */
+/* The OR of v over the warp (every lane). */
+__device__ __forceinline__ unsigned warp_or(unsigned v) {
+#if __CUDA_ARCH__ >= 800
+    return __reduce_or_sync(0xffffffffu, v);
+#else
+    for (int d = 16; d >= 1; d >>= 1) v |= __shfl_xor_sync(0xffffffffu, v, d);
+    return v;
+#endif
+}
+
 template <typename K, bool kMixed>
 __device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t r0, int lane, int64_t tiles, int shift,
-                                K sentinel, K* keys, int32_t* vals, const int32_t* rank, const int32_t* order) {
+                                K sentinel, K* keys, int32_t* vals, const int32_t* rank, const int32_t* order,
+                                int* win) {
     const unsigned all = 0xffffffffu;
     const int64_t P = num_items(&p), cap = p.capacity;
     const int64_t total = p.offsets[P - 1];
@@ -421,11 +432,25 @@ __device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t r0, int lan
     const int64_t lo = __shfl_sync(all, first, 0);
     const int64_t end = p.offsets[r0 + 31 < P ? r0 + 31 : P - 1];
     const int64_t hi = end < cap ? end : cap;
+    int carry = 0; /* the owner of the last window's last slot */
     for (int64_t t0 = lo; t0 < hi;) { /* warp-uniform */
         const int64_t t = t0 + lane;
-        int L = 0; /* the last lane whose item starts at or before slot t */
-        for (int step = 16; step >= 1; step >>= 1)
-            if (__shfl_sync(all, first, L + step) <= t) L += step;
+        /* The owner of slot t (the last lane whose item starts at or before
+           it): an item with keys that starts in the window [t0, t0 + 32)
+           writes its lane at its start's place in win (one writer a place:
+           such starts differ) and sets that place's bit; slot t's owner is
+           the lane at the last bit at or below t's place, or, with none,
+           the last window's owner of its last slot, which goes on. One OR
+           and a count of leading zeros, where a binary search over the
+           lanes' starts took five dependent rounds of 64-bit shuffles. */
+        const int64_t rel = first - t0;
+        const bool starts = first < stop && rel >= 0 && rel < 32;
+        if (starts) win[rel] = lane;
+        const unsigned at = warp_or(starts ? 1u << (int)rel : 0u) & (0xffffffffu >> (31 - lane));
+        __syncwarp();
+        const int L = at ? win[31 - __clz(at)] : carry;
+        __syncwarp(); /* win read before the next window's writes */
+        carry = __shfl_sync(all, L, 31);
         const bool walkedL = kMixed && __shfl_sync(all, walked, L);
         if (kMixed) {
             const int L0 = __shfl_sync(all, L, 0);
@@ -483,8 +508,10 @@ emit_kernel(nurec_tiles_params p, int shift, K* keys, int32_t* vals, const int32
         p.status[1] = total > cap ? 1 : 0;
     }
     if (MODE != 0) {
+        __shared__ int win[TILES_THREADS]; /* emit_boxes_warp's owners, 32 a warp */
         for (int64_t r0 = tid - lane; r0 < P; r0 += stride) /* warp-uniform */
-            emit_boxes_warp<K, MODE == 2>(p, r0, lane, tiles, shift, sentinel, keys, vals, rank, order);
+            emit_boxes_warp<K, MODE == 2>(p, r0, lane, tiles, shift, sentinel, keys, vals, rank, order,
+                                          win + (threadIdx.x & ~31));
     } else for (int64_t r0 = tid - lane; r0 < P; r0 += stride) { /* warp-uniform */
         const int64_t r = r0 + lane;
         EmitItem e;
