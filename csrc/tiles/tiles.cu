@@ -36,6 +36,8 @@
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 
+#include "tiles/depth_sort_cuda.cuh"
+
 extern "C" {
 #include "tiles/tiles_math.h"
 }
@@ -176,8 +178,10 @@ bool layout_of(const nurec_tiles_params* p, Layout* L) {
     if (P > 0 && cub::DeviceScan::InclusiveSum(nullptr, L->scan_bytes, (const int64_t*)nullptr,
                                                (int64_t*)nullptr, P) != cudaSuccess)
         return false;
-    if (P > 0 && !kb.depth_keys && !(f64 ? sort_bytes<uint64_t>(&L->dsort_bytes, P, 64)
-                                         : sort_bytes<uint32_t>(&L->dsort_bytes, P, 32)))
+    if (P > 0 && !kb.depth_keys &&
+        (f64 ? nurec_depth_sort<uint64_t>(nullptr, &L->dsort_bytes, nullptr, nullptr, nullptr, nullptr, P, 0)
+             : nurec_depth_sort<uint32_t>(nullptr, &L->dsort_bytes, nullptr, nullptr, nullptr, nullptr, P, 0)) !=
+            cudaSuccess)
         return false;
     const int64_t PR = kb.depth_keys ? 0 : P; /* the depth sort's and the ranks' items */
     size_t isort_bytes = 0; /* the per-image sort shares the depth sort's scratch */
@@ -598,8 +602,7 @@ int depth_order(const nurec_tiles_params* p, const Layout& L, char* w, cudaStrea
     int32_t* dv_out = (int32_t*)(w + L.dvals_out);
     depth_bits_kernel<R, DK><<<blocks_for(P), TILES_THREADS, 0, s>>>((const R*)p->records, P, dk_in, dv_in);
     size_t bytes = L.dsort_bytes;
-    if (cub::DeviceRadixSort::SortPairs(w + L.dsort_tmp, bytes, dk_in, dk_out, dv_in, dv_out, P, 0,
-                                        (int)(8 * sizeof(DK)), s) != cudaSuccess)
+    if (nurec_depth_sort<DK>(w + L.dsort_tmp, &bytes, dk_in, dk_out, dv_in, dv_out, P, s) != cudaSuccess)
         return NUREC_ERR_CUDA;
     return NUREC_OK;
 }
