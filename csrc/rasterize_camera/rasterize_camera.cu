@@ -118,13 +118,40 @@ int64_t tiles_per_image(const nurec_rasterize_camera_params* p) { return (int64_
 // Carveout preferences of the walks, each kernel on both grids (<kAbs, kList> for the backward).
 void set_carveouts(void) {
     static bool done = false;
-    static const void* const fwd[] = {NUREC_SPLAT_BOTH_GRIDS1(rc_forward_kernel_f32),
-                                      NUREC_SPLAT_BOTH_GRIDS1(rc_forward_kernel_f64)};
+    static const void* const fwd[] = {NUREC_SPLAT_BOTH_GRIDS(rc_forward_kernel_f32, false),
+                                      NUREC_SPLAT_BOTH_GRIDS(rc_forward_kernel_f32, true),
+                                      NUREC_SPLAT_BOTH_GRIDS(rc_forward_kernel_f64, false),
+                                      NUREC_SPLAT_BOTH_GRIDS(rc_forward_kernel_f64, true)};
     static const void* const bwd[] = {NUREC_SPLAT_BOTH_GRIDS(rc_backward_kernel_f32, false),
                                       NUREC_SPLAT_BOTH_GRIDS(rc_backward_kernel_f32, true),
                                       NUREC_SPLAT_BOTH_GRIDS(rc_backward_kernel_f64, false),
                                       NUREC_SPLAT_BOTH_GRIDS(rc_backward_kernel_f64, true)};
     nurec_splat_set_carveouts(&done, fwd, RC_FWD_CARVEOUT, bwd, RC_BWD_CARVEOUT);
+}
+
+/* One of the forward's walks (fixup: the second, where a pixel's cut-off
+ * falls in a later part) in its kernel: precision, packed depth, grid. */
+template <bool kPack>
+void forward_walk_as(const nurec_rasterize_camera_params& q, bool f64, bool fixup, int passes, cudaStream_t s) {
+    const int64_t C = q.num_cameras;
+    if (fixup && f64)
+        nurec_splat_walk(rc_forward_fixup_kernel_f64<kPack, false>, rc_forward_fixup_kernel_f64<kPack, true>, q, C,
+                         passes, 1, RC_BLOCK, s, true, passes);
+    else if (fixup)
+        nurec_splat_walk(rc_forward_fixup_kernel_f32<kPack, false>, rc_forward_fixup_kernel_f32<kPack, true>, q, C,
+                         passes, 1, RC_BLOCK, s, true, passes);
+    else if (f64)
+        nurec_splat_walk(rc_forward_kernel_f64<kPack, false>, rc_forward_kernel_f64<kPack, true>, q, C, passes, 1,
+                         RC_BLOCK, s, false, passes);
+    else
+        nurec_splat_walk(rc_forward_kernel_f32<kPack, false>, rc_forward_kernel_f32<kPack, true>, q, C, passes, 1,
+                         RC_BLOCK, s, false, passes);
+}
+
+void forward_walk(const nurec_rasterize_camera_params& q, bool f64, bool pack, bool fixup, int passes,
+                  cudaStream_t s) {
+    if (pack) forward_walk_as<true>(q, f64, fixup, passes, s);
+    else forward_walk_as<false>(q, f64, fixup, passes, s);
 }
 
 }  // namespace
@@ -170,7 +197,6 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
         nurec_splat_with_parts_grid(p_in, p_in->num_cameras * num_passes(p_in));
     const nurec_rasterize_camera_params* p = &q;
     int passes = num_passes(p);
-    const int64_t C = p->num_cameras;
     if (p->segments > 1) {
         /* the parts' state is an output of the op (for the backward), and some
            of its slots belong to no part (tiles/splat_math.h): zeros there,
@@ -183,12 +209,8 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
             cudaMemsetAsync(p->seg_last, 0, sizeof(int32_t) * cells, s) != cudaSuccess)
             return NUREC_ERR_CUDA;
     }
-    if (f64)
-        nurec_splat_walk(rc_forward_kernel_f64<false>, rc_forward_kernel_f64<true>, q, C, passes, 1, RC_BLOCK, s, false,
-                         passes);
-    else
-        nurec_splat_walk(rc_forward_kernel_f32<false>, rc_forward_kernel_f32<true>, q, C, passes, 1, RC_BLOCK, s, false,
-                         passes);
+    const bool pack = p->channels < RC_CH; /* the depth in the unused slot (rc_composite) */
+    forward_walk(*p, f64, pack, false, passes, s);
     if (p->segments > 1) { /* chain the parts of the long lists; walk again where the cut-off falls */
         unsigned b = blocks_for(p->num_cameras * p->height * (int64_t)p->width, RC_PROJ_THREADS);
         for (int phase = 0; phase < 2; ++phase) {
@@ -197,12 +219,7 @@ extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_
             else rc_combine_kernel_f32<<<b, RC_PROJ_THREADS, 0, s>>>(*p, phase);
             if (phase == 1) break;
             /* the second walk: later parts only (a first part is never walked again) */
-            if (f64)
-                nurec_splat_walk(rc_forward_fixup_kernel_f64<false>, rc_forward_fixup_kernel_f64<true>, q, C, passes, 1,
-                                 RC_BLOCK, s, true, passes);
-            else
-                nurec_splat_walk(rc_forward_fixup_kernel_f32<false>, rc_forward_fixup_kernel_f32<true>, q, C, passes, 1,
-                                 RC_BLOCK, s, true, passes);
+            forward_walk(*p, f64, pack, true, passes, s);
         }
     }
     return ok();

@@ -197,14 +197,19 @@ NUREC_HD_DEV unsigned NR(rc_warp_entries)(const real_t* s_e, int c, int n, unsig
 
 /* Composites a taken staged entry r (alpha a) into the pixel's T, features
  * and depth; false, changing nothing, where T would fall below the cut-off
- * (the pixel stops before it). */
+ * (the pixel stops before it). kPack: the entry's depth is staged in its
+ * last feature slot (fewer than RC_CH channels, one pass), so acc's last
+ * sum is the depth's: one 16-byte load and four FMAs a taken entry where
+ * the unused slot took an FMA of zeros and the depth a load and an FMA of
+ * their own. The same FMAs in the same order: the same bits. */
+template <bool kPack>
 __device__ __forceinline__ bool NR(rc_composite)(const real_t* r, real_t a, real_t* T, real_t acc[RC_CH],
                                                  real_t* dep) {
     const real_t Tn = *T * (1 - a);
     if (Tn < (real_t)NUREC_SPLAT_T_MIN) return false;
     const real_t wt = a * *T;
     for (int q = 0; q < RC_CH; ++q) acc[q] += wt * r[NUREC_TREC_SIZE + q];
-    *dep += wt * r[NUREC_TREC_DEPTH];
+    if (!kPack) *dep += wt * r[NUREC_TREC_DEPTH];
     *T = Tn;
     return true;
 }
@@ -212,8 +217,9 @@ __device__ __forceinline__ bool NR(rc_composite)(const real_t* r, real_t a, real
 /* Forward body, Gaussians staged through shared memory in batches.
  * fixup = 1: the second walk of the parts where a pixel's cut-off falls
  * (flagged by the combine kernel): only those pixels, from the
- * transmittance the combine left in final_T. */
-template <bool kList>
+ * transmittance the combine left in final_T. kPack: fewer channels than
+ * RC_CH, the depth summed in the last slot (rc_composite). */
+template <bool kPack, bool kList>
 __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera_params& p, int passes,
                                                    const int fixup) {
     /* per staged entry its record, all 8 values (u, v, A, B, C, o, depth,
@@ -264,6 +270,7 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
             const real_t* f = sh ? (const real_t*)p.colors + 3 * it
                                  : (const real_t*)p.features + D * (it % p.num_gaussians);
             for (int k = 0; k < RC_CH; ++k) e[NUREC_TREC_SIZE + k] = k < nch ? f[c0 + k] : (real_t)0;
+            if (kPack) e[NUREC_TREC_SIZE + RC_CH - 1] = e[NUREC_TREC_DEPTH];
         }
         __syncthreads();
         const int cnt = hi - b < RC_BLOCK ? (int)(hi - b) : RC_BLOCK;
@@ -285,14 +292,14 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
             const bool c0 = NR(splat_alpha_staged)(r, px - r[0], py - r[1], &a0, &vis0);
             const bool c1 = NR(splat_alpha_staged)(r1, px - r1[0], py - r1[1], &a1, &vis1) && k + 1 < n;
             if (c0) {
-                if (!NR(rc_composite)(r, a0, &T, acc, &dep)) {
+                if (!NR(rc_composite)<kPack>(r, a0, &T, acc, &dep)) {
                     done = true;
                     break;
                 }
                 taken = k;
             }
             if (c1) {
-                if (!NR(rc_composite)(r1, a1, &T, acc, &dep)) {
+                if (!NR(rc_composite)<kPack>(r1, a1, &T, acc, &dep)) {
                     done = true;
                     break;
                 }
@@ -303,6 +310,7 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
         if (done && !was_done && parts_first_walk && pass == 0) atomicMin(p.last + pix, w.seg);
     }
     if (!inside || (fixup && !active)) return;
+    if (kPack) dep = acc[RC_CH - 1];
     if (w.multi) { /* this part's own result, for the combine kernel */
         real_t* st = (real_t*)p.seg_state + (D + 2) * at;
         for (int q = 0; q < RC_CH; ++q)
@@ -331,14 +339,16 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
  * each on the 3-D grid and on the list's (kList). The first walk's float32
  * kernels at 8 blocks of 256 (32 registers, full occupancy; the list's
  * decode would take 48 without the bound). */
-template <bool kList>
+template <bool kPack, bool kList>
 __global__ void __launch_bounds__(RC_BLOCK, sizeof(real_t) == 4 ? RC_FWD_MIN_BLOCKS_F32 : 1)
-NR(rc_forward_kernel)(nurec_rasterize_camera_params p, int passes) { NR(rc_forward_body)<kList>(p, passes, 0); }
+NR(rc_forward_kernel)(nurec_rasterize_camera_params p, int passes) {
+    NR(rc_forward_body)<kPack, kList>(p, passes, 0);
+}
 
-template <bool kList>
+template <bool kPack, bool kList>
 __global__ void __launch_bounds__(RC_BLOCK)
 NR(rc_forward_fixup_kernel)(nurec_rasterize_camera_params p, int passes) {
-    NR(rc_forward_body)<kList>(p, passes, 1);
+    NR(rc_forward_body)<kPack, kList>(p, passes, 1);
 }
 
 /* The camera's cells for the shared combine (tiles/splat_combine_cuda.cuh):
