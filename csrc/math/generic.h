@@ -8,7 +8,7 @@
  *   real_t      the scalar type (float, then double)
  *   NR(name)    name suffixed with the type: name_f32 / name_f64
  *   R_SQRT, R_EXP, R_SIN, R_COS, R_ATAN2, R_FABS, R_LOG, R_FMAX, R_FMIN,
- *   R_LOG1P, R_EXPM1, R_CEIL, R_FLOOR, R_EXP_FALLOFF, R_RCP_NORMAL (the
+ *   R_LOG1P, R_EXPM1, R_CEIL, R_FLOOR, R_FMA, R_EXP_FALLOFF, R_RCP_NORMAL (the
  *               splats' exp(-sigma), 1 / (1 - alpha): math/defs.h)
  *               the math function of that precision (sqrtf / sqrt, ...)
  *   R_DTYPE     NUREC_F32 / NUREC_F64 (R_IS_F64: 0 / 1, for #if)
@@ -42,6 +42,7 @@
 #define R_FMIN fminf
 #define R_CEIL ceilf
 #define R_FLOOR floorf
+#define R_FMA fmaf
 #include NUREC_GENERIC_FILE
 #undef real_t
 #undef NR
@@ -64,6 +65,7 @@
 #undef R_FMIN
 #undef R_CEIL
 #undef R_FLOOR
+#undef R_FMA
 
 #define real_t double
 #define NR(name) NUREC_PASTE(name, f64)
@@ -86,6 +88,7 @@
 #define R_FMIN fmin
 #define R_CEIL ceil
 #define R_FLOOR floor
+#define R_FMA fma
 #include NUREC_GENERIC_FILE
 #undef real_t
 #undef NR
@@ -108,5 +111,6 @@
 #undef R_FMIN
 #undef R_CEIL
 #undef R_FLOOR
+#undef R_FMA
 
 #undef NUREC_GENERIC_FILE

@@ -77,12 +77,18 @@ extern "C" {
 #define RC_BWD_DIRECT_LANES_ABS 12
 #endif
 #ifndef RC_BWD_CARVEOUT
-#define RC_BWD_CARVEOUT 60                 /* percent of L1 as shared memory: RC_BWD_BATCH's */
+/* percent of L1 as shared memory: 7 blocks' batches (RC_BWD_BATCH entries
+   of RC_ENTRY values, their ul, vl, item and colour row: 18 KB in float32)
+   and 1 KB each, 133 KB; 60% (137 KB) held them before the ul, vl (119) */
+#define RC_BWD_CARVEOUT 62
 #endif
 #ifndef RC_FWD_CARVEOUT
 #define RC_FWD_CARVEOUT 50
 #endif
 
+#if NUREC_SPLAT_LDL_SIZE > NUREC_TREC_DEPTH
+#error "a staged entry's exponent terms (splat_stage_ldl) must leave its depth and threshold slots"
+#endif
 #if 9 + RC_CH > 16
 #error "splat_warp_add sums at most 16 values: 7 record values + RC_CH channels + 2 absgrad"
 #endif

@@ -222,9 +222,10 @@ __device__ __forceinline__ bool NR(rc_composite)(const real_t* r, real_t a, real
 template <bool kPack, bool kList>
 __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera_params& p, int passes,
                                                    const int fixup) {
-    /* per staged entry its record, all 8 values (u, v, A, B, C, o, depth,
-       thr), then its RC_CH features: 48 bytes (float32) in one array, so
-       that every read is a 16-byte vector load (a broadcast) from one base */
+    /* per staged entry its exponent's terms for this tile (splat_stage_ldl:
+       6 values), its depth and a spare slot, then its RC_CH features: 48 bytes
+       (float32) in one array, so that every read is a 16-byte vector load
+       (a broadcast) from one base */
     __shared__ __align__(16) real_t s_e[(RC_BLOCK + 1) * RC_ENTRY]; /* + 1: the steps' pairs (below) */
     NR(rc_place) w;
     if (!NR(rc_place_of)<kList>(p, passes, threadIdx.x, &w)) return;
@@ -237,7 +238,9 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
     const bool inside = w.inside;
     const bool overflow = p.status[1] != 0;
     const int sh = p.sh_degree >= 0;
-    const real_t px = (real_t)w.x + (real_t)0.5, py = (real_t)w.y + (real_t)0.5;
+    /* the pixel's centre from its tile's (x0 + 8, y0 + 8): splat_alpha_ldl's offsets */
+    const real_t lx = (real_t)(w.x - w.x0) - (real_t)7.5, ly = (real_t)(w.y - w.y0) - (real_t)7.5;
+    const real_t xc = (real_t)(w.x0 + NUREC_TILE / 2), yc = (real_t)(w.y0 + NUREC_TILE / 2);
     /* its part's slot of this pixel (when cut): the thread's cell of its tile's */
     const int64_t at = nurec_splat_part_at<RC_BLOCK>(p, w.tile, w.start, threadIdx.x, w.seg);
     real_t T = 1, dep = 0, acc[RC_CH];
@@ -266,7 +269,8 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
             int64_t it = p.isect_items[j];
             const real_t* r = (const real_t*)p.records + NUREC_TREC_SIZE * it;
             real_t* e = s_e + RC_ENTRY * tid;
-            NR(splat_stage_record)(r, e); /* the conic as the step reads it (tiles/splat_math_generic.h) */
+            NR(splat_stage_ldl)(r, xc, yc, e); /* the exponent as the step reads it (tiles/splat_math_generic.h) */
+            e[NUREC_TREC_DEPTH] = r[NUREC_TREC_DEPTH]; /* slot 7 unread */
             const real_t* f = sh ? (const real_t*)p.colors + 3 * it
                                  : (const real_t*)p.features + D * (it % p.num_gaussians);
             for (int k = 0; k < RC_CH; ++k) e[NUREC_TREC_SIZE + k] = k < nch ? f[c0 + k] : (real_t)0;
@@ -288,9 +292,9 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
         const int n = done ? 0 : cnt;
         for (int k = 0; k < n; k += 2, r += 2 * RC_ENTRY) {
             const real_t* r1 = r + RC_ENTRY;
-            real_t vis0, a0, vis1, a1;
-            const bool c0 = NR(splat_alpha_staged)(r, px - r[0], py - r[1], &a0, &vis0);
-            const bool c1 = NR(splat_alpha_staged)(r1, px - r1[0], py - r1[1], &a1, &vis1) && k + 1 < n;
+            real_t a0, a1, oa, qe, t, wq; /* the last four: the backward's */
+            const bool c0 = NR(splat_alpha_ldl)(r, lx, ly, &a0, &oa, &qe, &t, &wq);
+            const bool c1 = NR(splat_alpha_ldl)(r1, lx, ly, &a1, &oa, &qe, &t, &wq) && k + 1 < n;
             if (c0) {
                 if (!NR(rc_composite)<kPack>(r, a0, &T, acc, &dep)) {
                     done = true;
@@ -399,7 +403,8 @@ NR(rc_combine_kernel)(nurec_rasterize_camera_params p, int phase) {
 template <bool kAbs, bool kList>
 __global__ void __launch_bounds__(RC_BWD_THREADS, sizeof(real_t) == 4 ? RC_BWD_MIN_BLOCKS_F32 : RC_BWD_MIN_BLOCKS_F64)
 NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
-    __shared__ __align__(16) real_t s_e[RC_BWD_BATCH * RC_ENTRY]; /* record, features: as the forward's */
+    __shared__ __align__(16) real_t s_e[RC_BWD_BATCH * RC_ENTRY]; /* exponent's terms, features: as the forward's */
+    __shared__ real_t s_uv[2 * RC_BWD_BATCH]; /* the centre from the tile's (ul, vl): the VJP's offsets */
     __shared__ int64_t s_it[RC_BWD_BATCH];
     __shared__ int64_t s_gc[RC_BWD_BATCH]; /* where its colour gradient goes (frees registers in the sweep) */
     __shared__ int s_max_last;
@@ -408,7 +413,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     /* each pixel's state: the transmittance, output gradients and the suffix
        sums of its sweep (splat_composite_vjp) */
     real_t T[RC_BWD_PIX], gf[RC_BWD_PIX][RC_CH], S[RC_BWD_PIX][RC_CH], gz[RC_BWD_PIX], gTa[RC_BWD_PIX],
-        Sz[RC_BWD_PIX], py[RC_BWD_PIX];
+        Sz[RC_BWD_PIX], ly[RC_BWD_PIX];
     int32_t last[RC_BWD_PIX];
     unsigned wmask = 0;
     NR(rc_place) w;
@@ -422,7 +427,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
         const int64_t D = p.channels;
         const int c0 = w.pass * RC_CH;
         const int nch = D - c0 < RC_CH ? (int)(D - c0) : RC_CH;
-        py[h] = (real_t)w.y + (real_t)0.5;
+        ly[h] = (real_t)(w.y - w.y0) - (real_t)7.5; /* from the tile's centre, as the forward's */
         T[h] = gz[h] = gTa[h] = Sz[h] = 0;
         last[h] = 0;
         for (int q = 0; q < RC_CH; ++q) gf[h][q] = S[h][q] = 0;
@@ -456,7 +461,8 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     const int c0 = pass * RC_CH;
     const int nch = D - c0 < RC_CH ? (int)(D - c0) : RC_CH;
     const int sh = p.sh_degree >= 0;
-    const real_t px = (real_t)w.x + (real_t)0.5; /* the same column for every pixel of the thread */
+    const real_t lx = (real_t)(w.x - w.x0) - (real_t)7.5; /* the same column for every pixel of the thread */
+    const real_t xc = (real_t)(w.x0 + NUREC_TILE / 2), yc = (real_t)(w.y0 + NUREC_TILE / 2);
     int32_t my_last = 0;
 #pragma unroll
     for (int h = 0; h < RC_BWD_PIX; ++h) my_last = last[h] > my_last ? last[h] : my_last;
@@ -486,8 +492,11 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             s_gc[i] = (sh ? 3 * it : D * (it % N)) + c0;
             const real_t* r = (const real_t*)p.records + NUREC_TREC_SIZE * it;
             real_t* e = s_e + RC_ENTRY * i;
-            NR(splat_stage_record)(r, e); /* as the forward staged it: the same alpha bits */
+            NR(splat_stage_ldl)(r, xc, yc, e); /* as the forward staged it: the same alpha bits */
+            e[NUREC_TREC_DEPTH] = r[NUREC_TREC_DEPTH];
             NR(rc_stage_warps)(r, (real_t)w.x0, (real_t)w.y0, e);
+            s_uv[2 * i] = r[NUREC_TREC_U] - xc;
+            s_uv[2 * i + 1] = r[NUREC_TREC_V] - yc;
             const real_t* f = sh ? (const real_t*)p.colors + 3 * it
                                  : (const real_t*)p.features + D * (it % N);
             for (int k = 0; k < RC_CH; ++k) e[NUREC_TREC_SIZE + k] = k < nch ? f[c0 + k] : (real_t)0;
@@ -507,14 +516,14 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             for (int h = 0; h < RC_BWD_PIX; ++h) {
                 /* the first test is uniform over the warp: a block the box misses */
                 if (!(bits >> rc_bwd_group(tid, h) & 1u) || rel >= last[h]) continue;
-                real_t vis, a;
-                const real_t dx = px - r[0], dy = py[h] - r[1];
-                if (NR(splat_alpha_staged)(r, dx, dy, &a, &vis)) {
+                real_t a, oa, qe, t, wq;
+                if (NR(splat_alpha_ldl)(r, lx, ly[h], &a, &oa, &qe, &t, &wq)) {
                     contrib = true;
                     real_t wt, gp[6] = {0, 0, 0, 0, 0, 0};
                     real_t ga = NR(splat_composite_vjp)(a, r + NUREC_TREC_SIZE, RC_CH, r[NUREC_TREC_DEPTH], gf[h],
                                                      gz[h], gTa[h], &T[h], S[h], &Sz[h], &wt);
-                    NR(splat_alpha_vjp_staged)(r, vis, dx, dy, ga, gp);
+                    const real_t dx = lx - s_uv[2 * k], dy = ly[h] - s_uv[2 * k + 1];
+                    NR(splat_alpha_vjp_ldl)(r, oa, qe, t, wq, dx, dy, ga, gp);
                     for (int q = 0; q < 6; ++q) v[q] += gp[q];
                     if (kAbs) { /* SPEC 8: the sum over pixels of each pixel's |.| */
                         av[0] += R_FABS(gp[0]);

@@ -136,6 +136,100 @@ NUREC_HD void NR(splat_alpha_vjp_staged)(const real_t* e, real_t vis, real_t dx,
     g[5] += g_alpha * vis;
 }
 
+/* The camera walks' exponent in completed squares (CUDA; the lidar's
+ * azimuth wraps, so it keeps splat_alpha_staged). With the pixel at
+ * (x, y) from its tile's centre (xc, yc) and d = (x - ul, y - vl),
+ * (ul, vl) = (u - xc, v - yc): 2 sigma = A (dx + B/A dy)^2 + det/A dy^2,
+ * det = A C - B^2, so that
+ *     S log(o) - S sigma = L - t^2 - w^2,  t = al dx + ga dy,  w = be dy,
+ *     al = sqrt(A S / 2), ga = al B / A, be = sqrt(det S / (2 A)),
+ *     L = S log(o),  S = R_STAGED_SCALE,
+ * and with K1 = -(al ul + ga vl), K2 = -be vl staged per entry and tile,
+ * t = al x + ga y + K1 is two FMAs, w = be y + K2 one, and the exponent
+ * two more: o exp(-sigma) = R_EXP_STAGED of it. Five FMAs a pixel, where
+ * splat_alpha_staged's form and its opacity took two subtractions, four
+ * multiplies, two FMAs and a second test (the step of the forward's loop,
+ * sm_90 SASS: 13 instructions an entry and pixel -> 9). The exponent is a
+ * sum of squares under L whatever the rounding, so the "sigma >= 0" test
+ * goes: the conic is positive definite (splat_record_conic's caller checks
+ * det > 0), and a det that rounds to <= 0 counts as 0 (w = 0). Rounding:
+ * the cancellation is in t and w, O(sqrt(|q|)) at most ~4 where alpha
+ * reaches 1/255, not in a quadratic's terms, which a tile-local polynomial
+ * in x^2, xy, y^2 would have taken from ~|d|^2 / sigma^2 (hundreds for a
+ * small Gaussian near a tile's corner). Float32 against float64 over random
+ * Gaussians and pixels (benchmarks/RESULTS.md, session 32): alpha within
+ * 1e-6 where splat_alpha_staged's form was off by up to 2e-5, within 9e-6
+ * for anisotropy up to 1,000 where it was off by up to 2e-3, 6e-7 against
+ * 3e-7 for small Gaussians far from the image's origin; no more 1/255
+ * flips. tests/test_splat_alpha_ldl.py checks these functions against the
+ * plain form on the host.
+ * The forward and the backward both call splat_alpha_ldl on the same staged
+ * values and offsets, so they see the same alpha bits. */
+#define NUREC_SPLAT_LDL_SIZE 6 /* al, ga, K1, be, K2, L */
+
+/* The staged terms of record r for the tile centred at (xc, yc), e[0..5]. */
+NUREC_HD void NR(splat_stage_ldl)(const real_t* r, real_t xc, real_t yc, real_t* e) {
+    const real_t A = r[NUREC_TREC_A], B = r[NUREC_TREC_B], C = r[NUREC_TREC_C];
+    const real_t h = (real_t)(0.5 * R_STAGED_SCALE);
+    /* A C - B^2 with B^2's rounding put back (an elongated Gaussian's det
+       is a small difference of large products) */
+    const real_t bb = B * B;
+    const real_t det = R_FMA(A, C, -bb) - R_FMA(B, B, -bb);
+#if defined(__CUDA_ARCH__) && !R_IS_F64
+    /* the hardware's approximations (a few ulps): IEEE sqrt, division and
+       log take slow paths whose registers the walks' pixel state cannot
+       spare at 32 (ptxas: 12 bytes of spills) */
+    const real_t iA = __fdividef(1.0f, A), hA = h * A, hd = h * R_FMAX(det, (real_t)0) * iA;
+    const real_t al = hA * rsqrtf(hA);
+    const real_t ga = al * (B * iA);
+    const real_t be = hd > 0 ? hd * rsqrtf(hd) : (real_t)0;
+    const real_t L = __log2f(r[NUREC_TREC_O]); /* S log(o), S = log2(e) on the GPU (math/defs.h) */
+#else
+    const real_t al = R_SQRT(h * A);
+    const real_t ga = al * (B / A);
+    const real_t be = R_SQRT(h * R_FMAX(det, (real_t)0) / A);
+    const real_t L = R_LOG(r[NUREC_TREC_O]) * (real_t)R_STAGED_SCALE;
+#endif
+    const real_t ul = r[NUREC_TREC_U] - xc, vl = r[NUREC_TREC_V] - yc;
+    e[0] = al;
+    e[1] = ga;
+    e[2] = -R_FMA(al, ul, ga * vl);
+    e[3] = be;
+    e[4] = -(be * vl);
+    e[5] = L;
+}
+
+/* splat_alpha on staged terms e at the tile-local offset (x, y): whether
+ * the Gaussian counts there (alpha >= 1/255), its alpha in *a (clamped at
+ * 0.99), and for the VJP o exp(-sigma) in *oa, the exponent in *qe and the
+ * squares' roots in *t, *w. */
+NUREC_HD int NR(splat_alpha_ldl)(const real_t* e, real_t x, real_t y, real_t* a, real_t* oa, real_t* qe,
+                                 real_t* t, real_t* w) {
+    *t = R_FMA(e[0], x, R_FMA(e[1], y, e[2]));
+    *w = R_FMA(e[3], y, e[4]);
+    *qe = R_FMA(-*t, *t, R_FMA(-*w, *w, e[5]));
+    *oa = R_EXP_STAGED(*qe);
+    *a = R_FMIN((real_t)NUREC_SPLAT_ALPHA_MAX, *oa);
+    return *oa >= (real_t)NUREC_SPLAT_ALPHA_MIN;
+}
+
+/* The gradient of (u, v, A, B, C, o) from splat_alpha_ldl's values at a
+ * pixel, d = (dx, dy) its offset from (u, v): A dx + B dy = 2 al t / S and
+ * B dx + C dy = 2 (ga t + be w) / S (the squares' definitions), exp(-sigma)
+ * = R_EXP_STAGED(qe - L). */
+NUREC_HD void NR(splat_alpha_vjp_ldl)(const real_t* e, real_t oa, real_t qe, real_t t, real_t w, real_t dx,
+                                      real_t dy, real_t g_alpha, real_t g[6]) {
+    if (oa > (real_t)NUREC_SPLAT_ALPHA_MAX) return; /* clamped at 0.99 */
+    const real_t gs = -g_alpha * oa;               /* dL/dsigma */
+    const real_t k = gs * (real_t)(2.0 / R_STAGED_SCALE);
+    g[0] -= k * (e[0] * t);
+    g[1] -= k * R_FMA(e[1], t, e[3] * w);
+    g[2] += gs * (real_t)0.5 * dx * dx;
+    g[3] += gs * dx * dy;
+    g[4] += gs * (real_t)0.5 * dy * dy;
+    g[5] += g_alpha * R_EXP_STAGED(qe - e[5]);
+}
+
 /* VJP of splat_alpha: adds the gradient of (u, v, A, B, C, o) to g[0..5]
  * (d = cell - (u, v), so d/du = -d/ddx whatever shift made dx). */
 NUREC_HD void NR(splat_alpha_vjp)(const real_t* r, real_t vis, real_t dx, real_t dy,
