@@ -34,22 +34,25 @@ def psnr(a, b, peak=1.0):
     return float("inf") if mse == 0 else 10 * math.log10(peak * peak / mse)
 
 
-def renderers(sc, depth):
+def renderers(sc, depth, antialiased=False):
     """(ours, gsplat's): each renders the scene's leaves into (rgb, depth or
-    None, alpha), [C, H, W, k]."""
+    None, alpha), [C, H, W, k]; both in gsplat's antialiased mode with
+    ``antialiased``."""
     import gsplat
 
     W, H = sc["width"], sc["height"]
 
     def ours(L):
         r, d, a = nurec_ops.rasterize_camera(L["means"], L["quats"], L["scales"], L["opacities"], L["features"],
-                                             sc["viewmats"], sc["Ks"], W, H, near=0.01, far=1e10)
+                                             sc["viewmats"], sc["Ks"], W, H, near=0.01, far=1e10,
+                                             antialiased=antialiased)
         return r, (d if depth else None), a
 
     def theirs(L):
         colors, alphas, _ = gsplat.rasterization(
             L["means"], L["quats"], L["scales"], L["opacities"], L["features"], sc["viewmats"], sc["Ks"], W, H,
-            near_plane=0.01, far_plane=1e10, eps2d=0.3, packed=False, rasterize_mode="classic",
+            near_plane=0.01, far_plane=1e10, eps2d=0.3, packed=False,
+            rasterize_mode="antialiased" if antialiased else "classic",
             render_mode="RGB+D" if depth else "RGB")
         return colors[..., :3], (colors[..., 3:4] if depth else None), alphas
 
@@ -79,9 +82,9 @@ def kernel_lists(name, fns, top=14):
         print(table(rows[:top], ["kernel", "launches", "median us", "us per call"]))
 
 
-def compare(name, sc, depth, rounds, calls, solo=False, kernels=False):
+def compare(name, sc, depth, rounds, calls, solo=False, kernels=False, antialiased=False):
     L = {k: sc[k].detach().clone().requires_grad_(True) for k in KEYS}
-    ours, theirs = renderers(sc, depth)
+    ours, theirs = renderers(sc, depth, antialiased)
     with torch.no_grad():
         for _ in range(2):  # our capacity history; gsplat's first call
             a, b = ours(L), theirs(L)
@@ -124,6 +127,7 @@ def main():
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--solo", action="store_true", help="time ours alone too (no gsplat calls between ours)")
     ap.add_argument("--kernels", action="store_true", help="each side's kernels, forward and fwd+bwd, per scene")
+    ap.add_argument("--antialiased", action="store_true", help="both sides in gsplat's antialiased mode")
     a = ap.parse_args()
     import gsplat
 
@@ -134,7 +138,7 @@ def main():
     images, speeds = [], []
     for key in a.scenes.split(","):
         name, make, depth = makers[key]
-        rows, speed = compare(name, make(), depth, a.rounds, a.calls, a.solo, a.kernels)
+        rows, speed = compare(name, make(), depth, a.rounds, a.calls, a.solo, a.kernels, a.antialiased)
         images += rows
         speeds.append(speed)
         print(name, "done", flush=True)
@@ -145,7 +149,7 @@ def main():
     print(table(speeds, ["scene", "N", "fwd ms ours", "fwd ms gsplat", "fwd speed-up", "fwd+bwd ms ours",
                          "fwd+bwd ms gsplat", "fwd+bwd speed-up", "ours fwd+bwd range"]))
     print("\ntimes: medians over rounds of the mean of back-to-back calls (CUDA events), interleaved; "
-          "gsplat: rasterization(packed=False, rasterize_mode='classic').")
+          f"gsplat: rasterization(packed=False, rasterize_mode='{'antialiased' if a.antialiased else 'classic'}').")
 
 
 if __name__ == "__main__":

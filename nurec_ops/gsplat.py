@@ -115,14 +115,18 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     [N, 3] and opacities [N] (activated), colors [N, D] or SH coefficients
     [N, K, 3] with ``sh_degree``, viewmats [C, 4, 4], Ks [C, 3, 3], width,
     height, near_plane, far_plane, backgrounds [C, D], render modes RGB, D,
-    ED, RGB+D, RGB+ED. ``tile_size`` and ``channel_chunk`` are accepted and
+    ED, RGB+D, RGB+ED, ``rasterize_mode`` "classic" and "antialiased"
+    (each item's opacity times gsplat's compensation, sqrt(det(Sigma_2d) /
+    det(Sigma_2d + eps2d I)); gsplat's ``meta["opacities"]``, the
+    compensated [C, N], is left out of meta in that mode rather than given
+    uncompensated). ``tile_size`` and ``channel_chunk`` are accepted and
     ignored (nurec_ops' images do not depend on tiling).
 
     Refused with an error naming the argument: ``packed=True`` (gsplat's
     default: pass ``packed=False``; the packed layout needs a host sync to
     size), ``eps2d`` other than 0.3, ``radius_clip`` > 0,
     ``absgrad=True`` with colors of more than 4 channels,
-    ``rasterize_mode="antialiased"``, ``camera_model="ortho"``,
+    ``camera_model="ortho"``,
     ``distributed``, ``sparse_grad``, ``segmented``, ``covars`` and batch
     dimensions.
 
@@ -150,8 +154,8 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         _unsupported("eps2d", eps2d, "the camera's dilation is SPEC 3's fixed 0.3 px^2")
     if radius_clip > 0:
         _unsupported("radius_clip", radius_clip, "every Gaussian that reaches alpha 1/255 is rendered")
-    if rasterize_mode != "classic":
-        _unsupported("rasterize_mode", rasterize_mode, "only the classic mode")
+    if rasterize_mode not in ("classic", "antialiased"):
+        _unsupported("rasterize_mode", rasterize_mode, "the classic and antialiased modes")
     if covars is not None:
         _unsupported("covars", type(covars).__name__, "Gaussians are quats and scales")
     for name, value in (("distributed", distributed), ("sparse_grad", sparse_grad), ("segmented", segmented)):
@@ -186,7 +190,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     render_one = functools.partial(
         rasterize_camera, means, quats, scales, opacities, width=int(width), height=int(height), near=near_plane,
         far=far_plane, sh_degree=sh_degree if sh else None, return_meta=True, means2d_grad=grad,
-        absgrad=bool(absgrad) and grad)
+        absgrad=bool(absgrad) and grad, antialiased=rasterize_mode == "antialiased")
     if per_camera:
         render, depth, alpha, m = _per_camera(render_one, feats, viewmats, Ks, bg, cam_kw, bool(absgrad) and grad)
     else:
@@ -202,8 +206,9 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     meta = {
         "means2d": m.means2d, "radii": m.radii, "depths": m.depths, "width": int(width), "height": int(height),
         "n_cameras": C, "gaussian_ids": None, "camera_ids": None, "tile_size": tile_size,
-        "opacities": opacities.expand(C, N),
     }
+    if rasterize_mode == "classic":  # antialiased: compensated per item, which the op keeps inside
+        meta["opacities"] = opacities.expand(C, N)
     return out, alpha, meta
 
 

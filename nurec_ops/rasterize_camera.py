@@ -52,7 +52,8 @@ def _segments_for(device, dtype, C, H, W, D):
 def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
                      near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, binning="auto",
                      capacity=None, on_overflow="warn", return_meta=False, means2d_grad=False,
-                     absgrad=False, camera_model="pinhole", viewmats_end=None, shutter="global", **model_args):
+                     absgrad=False, camera_model="pinhole", viewmats_end=None, shutter="global", antialiased=False,
+                     **model_args):
     """3D Gaussian splatting of world-space Gaussians into pinhole cameras.
 
     Args:
@@ -106,6 +107,13 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
             direction ("top_to_bottom", "bottom_to_top", "left_to_right",
             "right_to_left"; "global" or no end pose: a global shutter).
             Each Gaussian is rendered with the pose at its own time.
+        antialiased: gsplat's ``rasterize_mode="antialiased"`` (Mip-Splatting's
+            compensated 2D filter): each (camera, Gaussian)'s opacity is
+            multiplied by ``sqrt(det(Sigma_2d) / det(Sigma_2d + 0.3 I))``, its
+            2D covariance before and after the dilation, so that the
+            dilation does not brighten small or distant Gaussians; the
+            1/255 cut and the footprint follow the compensated opacity.
+            Differentiable through the compensation too.
 
     Returns:
         a named tuple ``(render [C, H, W, D], depth [C, H, W, 1], alpha
@@ -144,7 +152,7 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     rs_code, rs_end = _rolling_shutter.op_args(_OP, viewmats, viewmats_end, shutter)
     args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
             float(near), float(far), sh, segments, _SEGMENT_MIN)
-    tail = (code, model_params, rs_code, rs_end, bool(return_meta))  # meta: written by the projection
+    tail = (code, model_params, rs_code, rs_end, bool(return_meta), bool(antialiased))  # meta: by the projection
 
     def run(forward):
         return _binning.run_binned(_OP, lambda *a: forward(*a, *tail), args, means.device, (C, width, height),
@@ -220,7 +228,7 @@ def _check_shutter(op, C, means, shutter, viewmats_end):
 @torch.library.register_fake("nurec_ops::rasterize_camera_fwd")
 def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height, near, far,
           sh_degree, segments, segment_min, capacity, camera_model=0, model_params=None, shutter=0,
-          viewmats_end=None, meta=False):
+          viewmats_end=None, meta=False, antialiased=False):
     C, N, D, K = _check(_OP, means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width,
                         height, near, far, sh_degree)
     _check_model(_OP, C, means, camera_model, model_params)
@@ -245,7 +253,7 @@ def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, op
                    Ks, backgrounds, records, counts, colors, isect_items, tile_ranges, final_T, last, status,
                    seg_state, seg_last, width, height, near, far, sh_degree, segment_min, camera_model=0,
                    model_params=None, shutter=0, viewmats_end=None, taus=None, absgrad=False, seg_later=None,
-                   means2d_grad=False):
+                   means2d_grad=False, antialiased=False):
     C, N, D, K = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats, Ks,
                         backgrounds, width, height, near, far, sh_degree)
     _check_model(_OP + "_backward", C, means, camera_model, model_params)
@@ -262,6 +270,7 @@ def _setup_context(ctx, inputs, output):
     model_params = inputs[17] if len(inputs) > 17 else None
     shutter = inputs[18] if len(inputs) > 18 else 0
     viewmats_end = inputs[19] if len(inputs) > 19 else None
+    ctx.antialiased = bool(inputs[21]) if len(inputs) > 21 else False  # the backward recomputes the projection
     (_, _, _, records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, taus,
      seg_later) = output[:15]  # then SPEC 8's meta (means2d, radii, depths): no gradient
     ctx.set_materialize_grads(False)
@@ -297,7 +306,7 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False, means
     gm, gq, gs, go, gf, grec, gm2d = ops.rasterize_camera_bwd(
         g_render, g_depth, g_alpha, means, quats, scales, opacities, features, viewmats, Ks, backgrounds,
         records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, width, height, near,
-        far, sh_degree, segment_min, *ctx.model, taus, absgrad, seg_later, means2d_grad)
+        far, sh_degree, segment_min, *ctx.model, taus, absgrad, seg_later, means2d_grad, ctx.antialiased)
     g_bg = None
     if ctx.has_bg and ctx.needs_input_grad[7 + getattr(ctx, "input_offset", 0)]:  # backgrounds
         ok = (status[1] == 0).to(g_render.dtype)

@@ -135,6 +135,14 @@ def _rolling(scene_fn, shutter="top_to_bottom"):
     return scene
 
 
+def _antialiased(scene_fn):
+    """gsplat's antialiased mode on a scene: each item's opacity times its
+    compensation (rc_opacity)."""
+    def scene(large):
+        return dict(scene_fn(large), antialiased=True)
+    return scene
+
+
 def _camera_long(device, dtype):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(7)
@@ -323,6 +331,9 @@ CASES = [
     OpCase("camera-ftheta", make=_camera_make(_model("ftheta")), data=MODEL_DATA["ftheta"], **CAMERA),
     OpCase("camera-rolling-pinhole", make=_camera_make(_rolling(_pinhole)), **CAMERA),
     OpCase("camera-rolling-ftheta", make=_camera_make(_rolling(_model("ftheta"), "left_to_right")),
+           data=MODEL_DATA["ftheta"], **CAMERA),
+    OpCase("camera-antialiased-pinhole", make=_camera_make(_antialiased(_pinhole)), **CAMERA),
+    OpCase("camera-antialiased-rolling-ftheta", make=_camera_make(_antialiased(_rolling(_model("ftheta")))),
            data=MODEL_DATA["ftheta"], **CAMERA),
     OpCase("lidar-global", make=_lidar_make(), inductor=True, **dict(LIDAR, parts=LIDAR_PARTS_ALL)),
     OpCase("lidar-rolling", make=_lidar_make(rolling=True), **LIDAR),

@@ -309,9 +309,53 @@ def test_default_strategy_on_per_camera_colors():
     assert max(counts) > counts[0], counts
 
 
+def test_front_end_antialiased():
+    """rasterize_mode="antialiased" is the op's antialiased mode (which
+    renders differently from the classic one), and meta leaves out gsplat's
+    compensated opacities rather than give them uncompensated."""
+    s = _scene()
+    args = (s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["Ks"],
+            s["width"], s["height"])
+    r, d, a = tc.run(lambda *x, **k: nurec_ops.rasterize_camera(*x, **k, antialiased=True), s)
+    r0 = tc.run(nurec_ops.rasterize_camera, s)[0]
+    assert (r - r0).abs().max() > 1e-2  # the compensation darkens small Gaussians
+    out, alpha, meta = rasterization(*args, packed=False, rasterize_mode="antialiased")
+    assert_close(out, r, torch.float64)
+    assert_close(alpha, a, torch.float64)
+    assert "opacities" not in meta
+    assert "opacities" in rasterization(*args, packed=False)[2]
+
+
+def test_antialiased_opacity_is_gsplats():
+    """The antialiased records' opacity against gsplat's own compensation
+    (its pure-PyTorch projection, gsplat.cuda._torch_impl, on the CPU):
+    o sqrt(det(Sigma_2d) / det(Sigma_2d + 0.3 I)) for every item kept,
+    Gaussians from tiny (compensation ~0) to large (~1)."""
+    ti = pytest.importorskip("gsplat.cuda._torch_impl")
+    s = tc.to(tc.random_scene(N=300, C=2, W=48, H=32), "cpu", torch.float64, grad=False)
+    s["scales"] = s["scales"] * torch.exp(torch.empty(300, 1, dtype=torch.float64).uniform_(-4, 1))
+    covars = nurec_ops.quat_scale_to_covar_preci(s["quats"], s["scales"], compute_preci=False, triu=False)[0]
+    _, _, _, _, comp = ti._fully_fused_projection(s["means"], covars, s["viewmats"], s["Ks"], s["width"],
+                                                  s["height"], eps2d=0.3, calc_compensations=True)
+    out = torch.ops.nurec_ops.rasterize_camera_fwd(s["means"], s["quats"], s["scales"], s["opacities"],
+                                                   s["features"], s["viewmats"], s["Ks"], None, s["width"],
+                                                   s["height"], 0.01, 1e10, -1, 0, 1, 0, antialiased=True)
+    records, counts = out[3], out[4]
+    kept = counts > 0
+    assert kept.sum() > 50 and comp[kept].min() < 0.1 and comp[kept].max() > 0.5
+    assert_close(records[..., 5][kept], (s["opacities"][None] * comp)[kept], torch.float64)
+    # the 1/255 cut follows the compensated opacity: items kept without it
+    # whose o rho falls below 1/255 are dropped
+    classic = torch.ops.nurec_ops.rasterize_camera_fwd(s["means"], s["quats"], s["scales"], s["opacities"],
+                                                       s["features"], s["viewmats"], s["Ks"], None, s["width"],
+                                                       s["height"], 0.01, 1e10, -1, 0, 1, 0)[4] > 0
+    cut = classic & (s["opacities"][None] * comp < 1 / 255)
+    assert cut.any() and not kept[cut].any()
+
+
 @pytest.mark.parametrize("kw,name", [({}, "packed"),
                                      (dict(packed=False, eps2d=0.1), "eps2d"),
-                                     (dict(packed=False, rasterize_mode="antialiased"), "rasterize_mode"),
+                                     (dict(packed=False, rasterize_mode="mip"), "rasterize_mode"),
                                      (dict(packed=False, camera_model="ortho"), "camera_model"),
                                      (dict(packed=False, radius_clip=1.0), "radius_clip"),
                                      (dict(packed=False, distributed=True), "distributed")])

@@ -158,6 +158,25 @@ def test_garden_projection_matches_gsplat():
     torch.testing.assert_close(rec[..., 2:5][both] / scale, conics[both] / scale, rtol=1e-9, atol=1e-9)
 
 
+def test_garden_antialiased_opacity_matches_gsplat():
+    """gsplat's antialiased mode on its garden fixture: each item's record
+    opacity (CPU kernels) equals gsplat's opacity times its compensation
+    (gsplat.cuda._torch_impl on the CPU) for every item we keep."""
+    impl = pytest.importorskip("gsplat.cuda._torch_impl")
+    s = _garden(n=None)
+    W, H = s["width"], s["height"]
+    feats = torch.rand(s["means"].shape[0], 3, dtype=torch.float64)
+    out = torch.ops.nurec_ops.rasterize_camera_fwd(s["means"], s["quats"], s["scales"], s["opacities"], feats,
+                                                   s["viewmats"], s["Ks"], None, W, H, 0.01, 1e10, -1, 0, 1, 0,
+                                                   antialiased=True)
+    covars, _ = impl._quat_scale_to_covar_preci(s["quats"], s["scales"], compute_preci=False, triu=False)
+    comp = impl._fully_fused_projection(s["means"], covars, s["viewmats"], s["Ks"], W, H, eps2d=0.3,
+                                        near_plane=0.01, far_plane=1e10, calc_compensations=True)[4]
+    kept = out[4] > 0
+    assert kept.sum() > 10_000 and comp[kept].min() < 0.2
+    torch.testing.assert_close(out[3][..., 5][kept], (s["opacities"][None] * comp)[kept], rtol=1e-9, atol=1e-12)
+
+
 # ------------------------------------------------------------ lidar: tables
 
 

@@ -41,6 +41,8 @@ typedef struct nurec_rasterize_camera_params {
     int camera_model;        /* enum nurec_camera_model (sensors/camera_models.h) */
     const void* model_params; /* [C, NUREC_CAM_PARAMS] packed per camera, or NULL (pinhole) */
     int shutter;             /* enum nurec_shutter (sensors/rolling_shutter.h); viewmats_end with it */
+    int antialiased;         /* gsplat's antialiased mode: each item's opacity times its
+                                compensation (rasterize_camera_math_generic.h: rc_opacity) */
     const void* backgrounds; /* [C, D] or NULL */
     void* colors;            /* SH: [C, N, 3] evaluated colours (forward writes); else unused */
     int32_t* boxes;          /* [C * N, NUREC_BOX_SIZE] footprints as tile rectangles (forward

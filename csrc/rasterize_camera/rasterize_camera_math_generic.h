@@ -12,6 +12,7 @@ typedef struct NR(rc_camera) {
     real_t R[9], t[3], fx, fy, cx, cy, campos[3];
     real_t lim_x[2], lim_y[2];
     NR(cam_model) model; /* SPEC 6 (sensors/): pinhole, or a model in jets */
+    int antialiased;     /* the call's antialiased mode (rc_opacity) */
 } NR(rc_camera);
 
 NUREC_HD void NR(rc_camera_load)(const real_t* V, const real_t* K, int width, int height,
@@ -29,11 +30,13 @@ NUREC_HD void NR(rc_camera_load)(const real_t* V, const real_t* K, int width, in
     c->lim_y[0] = -(c->cy / c->fy + (real_t)0.3 * tan_y);
     c->lim_y[1] = ((real_t)height - c->cy) / c->fy + (real_t)0.3 * tan_y;
     c->model.model = NUREC_CAM_PINHOLE;
+    c->antialiased = 0;
 }
 
 /* Camera c of a call: its pose, intrinsics and model. */
 NUREC_HD void NR(rc_camera_of)(const nurec_rasterize_camera_params* p, int64_t c, NR(rc_camera)* cam) {
     NR(rc_camera_load)((const real_t*)p->viewmats + 16 * c, (const real_t*)p->Ks + 9 * c, p->width, p->height, cam);
+    cam->antialiased = p->antialiased;
     if (p->camera_model == NUREC_CAM_PINHOLE || !p->model_params) return;
     NR(cam_model)* m = &cam->model;
     m->model = p->camera_model;
@@ -128,7 +131,46 @@ typedef struct NR(rc_proj) {
     real_t T[6];                    /* J * RM (2 x 3): Sigma_2d = T T^T + eps I */
     real_t J[6];                    /* a SPEC 6 model's Jacobian at (tx, ty, z) (pinhole: unused) */
     real_t a, b, c, det;            /* Sigma_2d entries */
+    real_t o, rho;                  /* the Gaussian's opacity; the record's is o rho (rc_opacity) */
 } NR(rc_proj);
+
+/* gsplat's antialiased mode (Mip-Splatting's compensated 2D filter): the
+ * dilation by eps I spreads a small Gaussian over more pixels, so its
+ * opacity is scaled by rho = sqrt(det(Sigma) / det(Sigma + eps I)), Sigma =
+ * T T^T before the dilation, and the item keeps its total weight. det(T T^T)
+ * is |T_0 x T_1|^2 (Lagrange's identity), which does not cancel where Sigma
+ * is small against eps as (a - eps)(c - eps) - b^2 would. The classic mode:
+ * rho = 1. Called once det > 0. Returns the record's opacity o rho; the
+ * opacity-aware cut (1/255) and footprint then follow it, as gsplat's. */
+NUREC_HD real_t NR(rc_opacity)(const NR(rc_camera)* cam, NR(rc_proj)* P, real_t o) {
+    P->o = o;
+    P->rho = 1;
+    if (cam->antialiased) {
+        const real_t* T = P->T;
+        const real_t x = T[1] * T[5] - T[2] * T[4], y = T[2] * T[3] - T[0] * T[5], z = T[0] * T[4] - T[1] * T[3];
+        P->rho = R_SQRT((x * x + y * y + z * z) / P->det);
+    }
+    return o * P->rho;
+}
+
+/* VJP of rc_opacity: g5, the record opacity's gradient, becomes the
+ * Gaussian opacity's (times rho), and with antialiased its part through rho
+ * (d rho / d Sigma, per entry, = ((1 - rho^2) Q - eps / det I) / (2 rho),
+ * Q = (Sigma + eps I)^-1, the conic) is added to dT as the conic's is
+ * (splat_conic_vjp: dT = 2 S T). A record taken into the image has o rho >=
+ * 1/255 (its cut), so rho > 0 there. */
+NUREC_HD void NR(rc_opacity_vjp)(const NR(rc_camera)* cam, const NR(rc_proj)* P, real_t* g5, real_t dT[6]) {
+    if (!cam->antialiased) return;
+    const real_t k = *g5 * P->o / (2 * P->rho), w = 1 - P->rho * P->rho;
+    const real_t e = (real_t)NUREC_RC_EPS2D / P->det;
+    const real_t s00 = k * (w * P->c / P->det - e), s01 = -k * w * P->b / P->det, s11 = k * (w * P->a / P->det - e);
+    const real_t* T = P->T;
+    for (int j = 0; j < 3; ++j) {
+        dT[j] += 2 * (s00 * T[j] + s01 * T[3 + j]);
+        dT[3 + j] += 2 * (s01 * T[j] + s11 * T[3 + j]);
+    }
+    *g5 *= P->rho;
+}
 
 /* The Jacobian's point of a SPEC 6 model: opencv's (x / z, y / z) clamped
  * as SPEC 3's (writes tx, ty and the flags), the others' the mean itself. */
@@ -168,7 +210,8 @@ NUREC_HD int NR(rc_project_model)(const NR(rc_camera)* cam, const real_t q[4], c
     rec[NUREC_TREC_U] = uv[0].v;
     rec[NUREC_TREC_V] = uv[1].v;
     if (!(P->det > 0) || !(uv[0].v == uv[0].v) || !(uv[1].v == uv[1].v)) return 0;
-    return NR(splat_record_conic)(P->a, P->b, P->c, P->det, o, (real_t)NUREC_RC_THR_MARGIN, rec);
+    rec[NUREC_TREC_O] = NR(rc_opacity)(cam, P, o);
+    return NR(splat_record_conic)(P->a, P->b, P->c, P->det, rec[NUREC_TREC_O], (real_t)NUREC_RC_THR_MARGIN, rec);
 }
 
 /* rc_project_vjp for a SPEC 6 model: the record's gradient -> the camera-
@@ -236,17 +279,20 @@ NUREC_HD int NR(rc_project)(const NR(rc_camera)* cam, const real_t m[3], const r
     NR(splat_cov2d)(P->T, (real_t)NUREC_RC_EPS2D, &P->a, &P->b, &P->c, &P->det);
     NR(pinhole_pixel)(cam->fx, cam->fy, cam->cx, cam->cy, P->p, &rec[NUREC_TREC_U], &rec[NUREC_TREC_V]);
     if (!(P->det > 0)) return 0;
-    return NR(splat_record_conic)(P->a, P->b, P->c, P->det, o, (real_t)NUREC_RC_THR_MARGIN, rec);
+    rec[NUREC_TREC_O] = NR(rc_opacity)(cam, P, o);
+    return NR(splat_record_conic)(P->a, P->b, P->c, P->det, rec[NUREC_TREC_O], (real_t)NUREC_RC_THR_MARGIN, rec);
 }
 
 /* Gradient of the projection: g = (gu, gv, gA, gB, gC, go, gz) of the record
- * -> gradients of the mean (added to gm), quaternion and scales (written). */
+ * -> gradients of the mean (added to gm), quaternion and scales (written);
+ * g[5] becomes the Gaussian opacity's gradient (rc_opacity_vjp). */
 NUREC_HD void NR(rc_project_vjp)(const NR(rc_camera)* cam, const real_t m[3], const real_t q[4],
-                                 const real_t s[3], const NR(rc_proj)* P, const real_t* g,
+                                 const real_t s[3], const NR(rc_proj)* P, real_t* g,
                                  real_t gm[3], real_t gq[4], real_t gs[3]) {
     const real_t* R = cam->R;
     real_t dT[6];
     NR(splat_conic_vjp)(P->a, P->b, P->c, P->det, P->T, g + 2, dT);
+    NR(rc_opacity_vjp)(cam, P, g + 5, dT);
     if (cam->model.model != NUREC_CAM_PINHOLE) {
         real_t gp[3], dRM[9];
         NR(rc_project_model_vjp)(cam, P, g, dT, gp, dRM);

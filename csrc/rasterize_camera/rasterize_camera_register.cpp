@@ -163,12 +163,13 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
                                          double far_plane, int64_t sh_degree, int64_t segments,
                                          int64_t segment_min, int64_t capacity, int64_t camera_model,
                                          std::optional<Tensor> model_params, int64_t shutter,
-                                         std::optional<Tensor> viewmats_end, bool meta) {
+                                         std::optional<Tensor> viewmats_end, bool meta, bool antialiased) {
     const char* op = "rasterize_camera";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
     rc_model(op, in, camera_model, model_params);
     rc_shutter(op, in, shutter, viewmats_end);
+    in.p.antialiased = antialiased ? 1 : 0;
     nurec_rasterize_camera_params& p = in.p;
     const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
     Tensor taus = empty_like_shape(in.means, {shutter != NUREC_SHUTTER_GLOBAL ? C : 0, N});
@@ -217,12 +218,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_cam
     Tensor seg_state, Tensor seg_last, int64_t width, int64_t height, double near_plane, double far_plane,
     int64_t sh_degree, int64_t segment_min, int64_t camera_model, std::optional<Tensor> model_params,
     int64_t shutter, std::optional<Tensor> viewmats_end, std::optional<Tensor> taus, bool absgrad,
-    std::optional<Tensor> seg_later, bool means2d_grad) {
+    std::optional<Tensor> seg_later, bool means2d_grad, bool antialiased) {
     const char* op = "rasterize_camera_backward";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
     rc_model(op, in, camera_model, model_params);
     rc_shutter(op, in, shutter, viewmats_end);
+    in.p.antialiased = antialiased ? 1 : 0; /* as the forward's: its projection is recomputed */
     Tensor taus_d;
     if (shutter != NUREC_SHUTTER_GLOBAL) {
         NUREC_CHECK(taus.has_value(), "nurec_ops.", op, ": `taus` (the forward's output) is needed for shutter ",
@@ -281,7 +283,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor features, Tensor viewmats, Tensor Ks, Tensor? backgrounds, int width, "
           "int height, float near, float far, int sh_degree, int segments, int segment_min, "
           "int capacity, int camera_model=0, Tensor? model_params=None, int shutter=0, "
-          "Tensor? viewmats_end=None, bool meta=False) -> (Tensor render, "
+          "Tensor? viewmats_end=None, bool meta=False, bool antialiased=False) -> (Tensor render, "
           "Tensor depth, Tensor alpha, Tensor records, Tensor counts, Tensor colors, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
           "Tensor seg_state, Tensor seg_last, Tensor taus, Tensor seg_later, Tensor means2d, "
@@ -293,7 +295,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor status, Tensor seg_state, Tensor seg_last, int width, int height, float near, "
           "float far, int sh_degree, int segment_min, int camera_model=0, Tensor? model_params=None, "
           "int shutter=0, Tensor? viewmats_end=None, Tensor? taus=None, bool absgrad=False, "
-          "Tensor? seg_later=None, bool means2d_grad=False) -> (Tensor, Tensor, Tensor, "
+          "Tensor? seg_later=None, bool means2d_grad=False, bool antialiased=False) -> (Tensor, Tensor, Tensor, "
           "Tensor, Tensor, Tensor grad_records, Tensor grad_means2d)");
 }
 

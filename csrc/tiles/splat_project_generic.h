@@ -19,7 +19,10 @@
  *                                         plain model, a CUDA build's constant)
  *   SPLAT_AT_TIME(p, c, it, m, solve, S)  SPEC 7: S at item it's own time
  *   SPLAT_PROJECT(p, S, m, q, s, o, P, rec)           -> visible (the record)
- *   SPLAT_PROJECT_VJP(S, m, q, s, P, gr, gm, gq, gs)  gm added to, gq gs written
+ *   SPLAT_PROJECT_VJP(S, m, q, s, P, gr, gm, gq, gs)  gm added to, gq gs written;
+ *                                         gr[5] left as, or made, the Gaussian
+ *                                         opacity's gradient (the camera's
+ *                                         antialiased records carry o rho)
  *   SPLAT_CELLS(p, it, rec, vis)          -> the item's count of tile entries
  *                                         (the lidar writes its tile box here)
  *   SPLAT_ITEM_DONE(p, S, g, it, m, cnt)  the family's extra per item (the

@@ -13,7 +13,7 @@ T_MIN = 1e-4
 def sort_front_to_back(key, valid, opacities, *per_camera):
     """Orders each camera's Gaussians by `key` [C,N] ascending (stable: equal
     keys keep Gaussian order; invalid ones last). Returns the per-camera
-    opacities [C,N], `valid` and each of `per_camera` ([C,N,...]) in that
+    opacities [C,N] (``opacities`` [N], or [C,N] per camera), `valid` and each of `per_camera` ([C,N,...]) in that
     order."""
     C, N = key.shape
     key = torch.where(valid, key, torch.full_like(key, float("inf")))
@@ -22,7 +22,7 @@ def sort_front_to_back(key, valid, opacities, *per_camera):
     def gather(x):
         return torch.gather(x, 1, order.reshape(C, N, *([1] * (x.dim() - 2))).expand(C, N, *x.shape[2:]))
 
-    o = torch.gather(opacities[None].expand(C, N), 1, order)
+    o = torch.gather((opacities if opacities.dim() == 2 else opacities[None]).expand(C, N), 1, order)
     return (o, gather(valid)) + tuple(gather(x) for x in per_camera)
 
 
@@ -67,18 +67,36 @@ def weights(dx, dy, conic, o, valid):
     return w, T_final
 
 
-def ewa_cov2d(J, R, quats, scales, eps2d):
+def ewa_factor(J, R, quats, scales):
+    """T = J R (R_q diag(s)) [C,N,2,3]: the 2D covariance's factor, T T^T,
+    for N Gaussians through sensor rotations R [C,3,3] (or [C,N,3,3]: SPEC
+    7's pose per item) and the projection's Jacobians J [C,N,2,3]."""
+    M = quat.to_rotmat(quat.normalize(quats)) * scales[:, None, :]  # [N,3,3]
+    if R.dim() == 4:  # a pose per (sensor, Gaussian): SPEC 7's rolling shutter
+        return J @ torch.einsum("cnij,njk->cnik", R, M)
+    return J @ torch.einsum("cij,njk->cnik", R, M)
+
+
+def ewa_cov2d(J, R, quats, scales, eps2d, factor=None):
     """EWA projection of the 3D covariances (R_q diag(s))(.)^T of N Gaussians
     through sensor rotations R [C,3,3] and the projection's Jacobians J
     [C,N,2,3] (SPEC sections 3, 4, 6): the 2D covariance J R Sigma R^T J^T
-    plus ``eps2d`` on the diagonal, as its entries (a, b, c) and det."""
-    M = quat.to_rotmat(quat.normalize(quats)) * scales[:, None, :]  # [N,3,3]
-    if R.dim() == 4:  # a pose per (sensor, Gaussian): SPEC 7's rolling shutter
-        T = J @ torch.einsum("cnij,njk->cnik", R, M)
-    else:
-        T = J @ torch.einsum("cij,njk->cnik", R, M)
+    plus ``eps2d`` on the diagonal, as its entries (a, b, c) and det.
+    ``factor``: ewa_factor's T, where the caller has it."""
+    T = ewa_factor(J, R, quats, scales) if factor is None else factor
     S = T @ T.transpose(-1, -2)
     a = S[..., 0, 0] + eps2d
     b = S[..., 0, 1]
     c = S[..., 1, 1] + eps2d
     return a, b, c, a * c - b * b
+
+
+def compensation(T, det):
+    """gsplat's antialiased opacity factor sqrt(det(T T^T) / det), det the
+    dilated covariance's [C,N]; det(T T^T) as |T_0 x T_1|^2 (Lagrange's
+    identity: no cancellation for covariances small against the dilation).
+    0, with zero gradient, where the covariance is degenerate."""
+    x = torch.linalg.cross(T[..., 0, :], T[..., 1, :])
+    ratio = (x * x).sum(-1) / det
+    ok = ratio > 0
+    return torch.sqrt(torch.where(ok, ratio, torch.ones_like(ratio))) * ok

@@ -59,12 +59,14 @@ def camera_centres(viewmats):
     return -torch.einsum("...ji,...j->...i", R, t)
 
 
-def project(means, quats, scales, viewmats, Ks, valid, width, height):
+def project(means, quats, scales, viewmats, Ks, valid, width, height, antialiased=False):
     """EWA projection of N Gaussians into C cameras: (u, v) [C,N,2], conic
-    (A, B, C) [C,N,3], camera z [C,N]. The Jacobian is evaluated at the mean
-    with x / z and y / z clamped to ``jacobian_limits`` (the mean's own
-    projection is not clamped). Where ``valid`` [C,N] is False the depth is
-    replaced by 1 so that nothing (value or gradient) is NaN."""
+    (A, B, C) [C,N,3], camera z [C,N] (and, with ``antialiased``, gsplat's
+    opacity compensation [C,N]: composite.compensation). The Jacobian is
+    evaluated at the mean with x / z and y / z clamped to
+    ``jacobian_limits`` (the mean's own projection is not clamped). Where
+    ``valid`` [C,N] is False the depth is replaced by 1 so that nothing
+    (value or gradient) is NaN."""
     R = viewmats[..., :3, :3]
     p = camera_points(viewmats, means)
     x, y, z = p.unbind(-1)
@@ -78,9 +80,12 @@ def project(means, quats, scales, viewmats, Ks, valid, width, height):
     ty = z * torch.clamp(y * iz, lo_y, hi_y)
     J = torch.stack((torch.stack((fx * iz, zero, -fx * tx * iz * iz), -1),
                      torch.stack((zero, fy * iz, -fy * ty * iz * iz), -1)), -2)  # [C,N,2,3]
-    a, b, c, det = composite.ewa_cov2d(J, R, quats, scales, EPS2D)
+    T = composite.ewa_factor(J, R, quats, scales)
+    a, b, c, det = composite.ewa_cov2d(J, R, quats, scales, EPS2D, factor=T)
     conic = torch.stack((c / det, -b / det, a / det), -1)
     uv = torch.stack((fx * x * iz + cx, fy * y * iz + cy), -1)
+    if antialiased:
+        return uv, conic, z, composite.compensation(T, det)
     return uv, conic, z
 
 
@@ -89,12 +94,13 @@ _MODEL_ARGS = {"pinhole": ("Ks",), "opencv": ("Ks", "radial", "tangential", "thi
                "ftheta": ("principal_point", "angle_to_pixel", "linear_cde", "max_angle")}
 
 
-def project_model(model, means, quats, scales, viewmats, cam, near, far, width, height):
+def project_model(model, means, quats, scales, viewmats, cam, near, far, width, height, antialiased=False):
     """EWA projection through camera model ``model`` (SPEC section 6): the
     mean exactly through the model, the covariance through the model's
     Jacobian at the mean (by autograd, so gradients flow through it), plus
     eps2d. ``cam``: the model's per-camera arguments ([C, k] tensors).
-    Returns (u, v) [C,N,2], conic [C,N,3], camera z [C,N], valid [C,N]."""
+    Returns (u, v) [C,N,2], conic [C,N,3], camera z [C,N], valid [C,N]
+    (and with ``antialiased`` the opacity compensation [C,N])."""
     R = viewmats[..., :3, :3]
     p = camera_points(viewmats, means)  # [C,N,3]
     ref_poly = int(cam["reference_poly"].reshape(-1)[0]) if "reference_poly" in cam else 2
@@ -128,8 +134,11 @@ def project_model(model, means, quats, scales, viewmats, cam, near, far, width, 
         return torch.func.vmap(f)(pts), torch.func.vmap(torch.func.jacrev(f))(qts)
 
     uv, J = torch.func.vmap(one_camera)(p, q, batched)  # [C,N,2], [C,N,2,3]
-    a, b, c, det = composite.ewa_cov2d(J, R, quats, scales, EPS2D)
+    T = composite.ewa_factor(J, R, quats, scales)
+    a, b, c, det = composite.ewa_cov2d(J, R, quats, scales, EPS2D, factor=T)
     conic = torch.stack((c / det, -b / det, a / det), -1)
+    if antialiased:
+        return uv, conic, p[..., 2], valid, composite.compensation(T, det)
     return uv, conic, p[..., 2], valid
 
 
@@ -176,14 +185,16 @@ def own_times(model, means, viewmats, sp, shutter, cam, near, far, width, height
 
 def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
                      near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, camera_model="pinhole",
-                     viewmats_end=None, shutter="global", **model_args):
+                     viewmats_end=None, shutter="global", antialiased=False, **model_args):
     """Pure-PyTorch twin of :func:`nurec_ops.rasterize_camera`, with the
     camera models of SPEC section 6 (``camera_model`` and its per-camera
     arguments: radial, tangential, thin_prism for "opencv"; radial,
     max_angle for "fisheye"; principal_point, angle_to_pixel, linear_cde,
     max_angle, optionally pixel_to_angle and reference_poly, for "ftheta")
     and SPEC 7's rolling shutter (``viewmats_end``, ``shutter``: each
-    Gaussian rendered with the pose at its own time, by own_times)."""
+    Gaussian rendered with the pose at its own time, by own_times), and
+    gsplat's antialiased mode (``antialiased``: each item's opacity times
+    composite.compensation)."""
     from .. import _rolling_shutter as RS
 
     C, N = viewmats.shape[0], means.shape[0]
@@ -202,9 +213,12 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     if camera_model == "pinhole":
         z_all = camera_points(viewmats, means)[..., 2]
         valid = (z_all > near) & (z_all < far)  # [C,N]
-        uv, conic, z = project(means, quats, scales, viewmats, Ks, valid, W, H)
+        out = project(means, quats, scales, viewmats, Ks, valid, W, H, antialiased)
+        uv, conic, z = out[:3]
     else:
-        uv, conic, z, valid = project_model(camera_model, means, quats, scales, viewmats, cam, near, far, W, H)
+        out = project_model(camera_model, means, quats, scales, viewmats, cam, near, far, W, H, antialiased)
+        uv, conic, z, valid = out[:4]
+    o = opacities[None] * out[-1] if antialiased else opacities  # [C,N] with antialiased
     if sh_degree is not None:
         campos = camera_centres(viewmats)  # [C,3] or [C,N,3]
         d = means[None] - (campos[:, None] if campos.dim() == 2 else campos)
@@ -216,7 +230,7 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     else:
         col = features[None].expand(C, N, features.shape[-1])
     # depth order per camera (stable: equal depths keep Gaussian order)
-    o, valid, uv, conic, z, col = composite.sort_front_to_back(z, valid, opacities, uv, conic, z, col)
+    o, valid, uv, conic, z, col = composite.sort_front_to_back(z, valid, o, uv, conic, z, col)
     px = torch.arange(W, dtype=means.dtype, device=means.device) + 0.5
     py = torch.arange(H, dtype=means.dtype, device=means.device) + 0.5
     dx = px[None, None, :, None] - uv[:, None, None, :, 0]  # [C,H,W,N]
