@@ -131,8 +131,11 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     dimensions.
 
     Per-camera colors [C, N, D] (``sh_degree=None``; what gsplat's trainer
-    passes with its appearance module, ``app_opt``) are rendered one camera
-    a call (a trainer's batch of one camera: one call, as fast as [N, D]).
+    passes with its appearance module, ``app_opt``) and per-camera SH
+    coefficients [C, N, K, 3] (with ``sh_degree``) are rendered one camera
+    a call (a trainer's batch of one camera: one call, as fast as [N, D];
+    for C > 1 each call bins its camera alone: benchmarks/RESULTS.md,
+    session 34, measured 1.3-2.8x the fwd+bwd of shared colours at C = 3).
 
     Camera models and rolling shutter, which gsplat renders only with
     ``with_ut=True``: ``camera_model="pinhole"`` with ``radial_coeffs`` [C, 6]
@@ -172,13 +175,14 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         _unsupported("means", f"shape {list(means.shape)}", "no batch dimensions: means must be [N, 3]")
     N = means.shape[0]
     C = viewmats.shape[0]
-    sh = colors.dim() == 3 and sh_degree is not None
-    per_camera = colors.dim() == 3 and sh_degree is None and colors.shape[:2] == (C, N)
-    if not sh and not per_camera and colors.dim() != 2:
-        _unsupported("colors", f"shape {list(colors.shape)}",
-                     "colors [N, D], per camera [C, N, D], or SH [N, K, 3] with sh_degree")
+    sh = sh_degree is not None and colors.dim() in (3, 4)
+    # per camera: colors [C, N, D], or with sh_degree SH coefficients [C, N, K, 3]
+    per_camera = colors.dim() == (4 if sh_degree is not None else 3) and colors.shape[:2] == (C, N)
+    if (not sh and not per_camera and colors.dim() != 2) or (colors.dim() == 4 and not per_camera):
+        _unsupported("colors", f"shape {list(colors.shape)}", "colors [N, D], per camera [C, N, D], or SH "
+                     "[N, K, 3] (per camera [C, N, K, 3]) with sh_degree")
     if not per_camera and colors.shape[0] != N:
-        _unsupported("colors", f"shape {list(colors.shape)}", "colors [N, D] or per camera [C, N, D]")
+        _unsupported("colors", f"shape {list(colors.shape)}", "N rows: colors [N, D] or SH [N, K, 3]")
     want_color = render_mode in ("RGB", "RGB+D", "RGB+ED")
     feats = colors
     if not want_color:  # depth only: one dummy channel keeps the op's feature path
@@ -214,8 +218,8 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
 
 def _per_camera(render_one, colors, viewmats, Ks, backgrounds, cam_kw, absgrad):
     """gsplat's per-camera colors [C, N, D] (its trainer's appearance
-    module writes them): one call of the op per camera, each with its own
-    [N, D] colours (one call when C = 1, a trainer's usual batch), and the
+    module writes them) or SH coefficients [C, N, K, 3]: one call of the op
+    per camera, each with its own [N, D] colours ([N, K, 3] coefficients) (one call when C = 1, a trainer's usual batch), and the
     cameras' outputs and meta stacked. With a means2d gradient, meta's
     ``means2d`` is a leaf [C, N, 2] of its own whose ``.grad`` (and
     ``.absgrad``) each camera's leaf fills in as its gradient lands (a

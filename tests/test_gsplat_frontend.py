@@ -258,21 +258,23 @@ def test_front_end_modes_and_meta():
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("C", [1, 3])
-@pytest.mark.parametrize("absgrad", [False, True])
-def test_front_end_per_camera_colors(absgrad, C, device):
-    """gsplat's per-camera colors [C, N, 3] (its appearance module's): the
-    images, alphas and gradients of each camera rendered with its own
-    colours, and meta.means2d a [C, N, 2] leaf whose .grad (and .absgrad)
-    are each camera's, as DefaultStrategy reads them."""
+@pytest.mark.parametrize("absgrad,sh", [(False, None), (True, None), (False, 2), (True, 1)])
+def test_front_end_per_camera_colors(absgrad, sh, C, device):
+    """gsplat's per-camera colors [C, N, 3] (its appearance module's) or
+    SH coefficients [C, N, K, 3]: the images, alphas and gradients of each
+    camera rendered with its own colours, and meta.means2d a [C, N, 2] leaf
+    whose .grad (and .absgrad) are each camera's, as DefaultStrategy reads
+    them."""
     s = tc.to(_scene(N=120, C=C), device, torch.float64, grad=False)
     N = 120
-    colors = torch.rand(C, N, 3, dtype=torch.float64, device=device, requires_grad=True)
+    shape = (C, N, 3) if sh is None else (C, N, (sh + 1) ** 2, 3)
+    colors = (torch.rand(shape, dtype=torch.float64, device=device) - 0.3).requires_grad_(True)
     leaves = {k: s[k].detach().clone().requires_grad_(True) for k in ("means", "quats", "scales", "opacities")}
     bg = torch.rand(C, 3, dtype=torch.float64, device=device)
     cot = torch.randn(C, s["height"], s["width"], 3, dtype=torch.float64, device=device)
     out, alpha, meta = rasterization(leaves["means"], leaves["quats"], leaves["scales"], leaves["opacities"],
                                      colors, s["viewmats"], s["Ks"], s["width"], s["height"], packed=False,
-                                     backgrounds=bg, absgrad=absgrad)
+                                     backgrounds=bg, absgrad=absgrad, sh_degree=sh)
     assert out.shape == (C, s["height"], s["width"], 3) and meta["means2d"].shape == (C, N, 2)
     (out * cot).sum().backward()
     grads = {k: v.grad for k, v in leaves.items()}
@@ -282,7 +284,7 @@ def test_front_end_per_camera_colors(absgrad, C, device):
         r, d, a, m = nurec_ops.rasterize_camera(one["means"], one["quats"], one["scales"], one["opacities"], col,
                                                 s["viewmats"][c:c + 1], s["Ks"][c:c + 1], s["width"], s["height"],
                                                 backgrounds=bg[c:c + 1], return_meta=True, means2d_grad=True,
-                                                absgrad=absgrad)
+                                                absgrad=absgrad, sh_degree=sh)
         (r * cot[c:c + 1]).sum().backward()
         assert_close(out[c:c + 1], r, torch.float64, msg=f"camera {c}")
         assert_close(alpha[c:c + 1], a, torch.float64)
@@ -364,6 +366,18 @@ def test_front_end_refuses_what_it_does_not_do(kw, name):
     with pytest.raises(NotImplementedError, match=f"`{name}="):
         rasterization(s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["Ks"],
                       s["width"], s["height"], **kw)
+
+
+@pytest.mark.parametrize("shape,sh", [((2, 10, 3), None), ((2, 10, 4, 3), 1), ((3, 10, 4, 3), None),
+                                      ((2, 10, 3), 1), ((2, 9, 4, 3), 1), ((9, 3), None), ((10,), None)])
+def test_front_end_refuses_colors_it_cannot_place(shape, sh):
+    """colors whose rows are neither the N Gaussians nor the C cameras' N
+    (scene: C = 3, N = 10), or a 4-D colors without sh_degree: an error
+    naming `colors`, never a silent broadcast."""
+    s = _scene(N=10, C=3)
+    with pytest.raises(NotImplementedError, match="`colors="):
+        rasterization(s["means"], s["quats"], s["scales"], s["opacities"], torch.rand(shape, dtype=torch.float64),
+                      s["viewmats"], s["Ks"], s["width"], s["height"], packed=False, sh_degree=sh)
 
 
 def test_front_end_camera_models_and_rolling_shutter():
