@@ -165,12 +165,19 @@ def profile_shares(step, device):
         if device.type == "cuda":
             torch.cuda.synchronize()
     ev = prof.key_averages()
-    attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    on_device = [e for e in ev if str(getattr(e, "device_type", "")).endswith("CUDA")]  # kernels, memsets, copies
+    if device.type == "cuda":
+        # an op's self device time is that of the kernels it launched, which
+        # their own events hold again: the step's device time is theirs
+        # alone (summed over every event it counted each kernel twice, and
+        # the shares printed before session 34 were half of the true ones)
+        attr, total, kernels = "self_device_time_total", sum(e.self_device_time_total for e in on_device), \
+            sum(e.count for e in on_device)
+    else:
+        attr, kernels = "self_cpu_time_total", 0
+        total = sum(e.self_cpu_time_total for e in ev)
     ours = {e.key: getattr(e, attr, 0.0) for e in ev if e.key.startswith("nurec_ops::")}
-    kernels = sum(e.count for e in ev if device.type == "cuda" and getattr(e, "device_type", None) is not None
-                  and str(e.device_type).endswith("CUDA")) if device.type == "cuda" else 0
-    total = sum(getattr(e, attr, 0.0) for e in ev) or 1.0
-    return {k: v / total for k, v in sorted(ours.items(), key=lambda kv: -kv[1])}, kernels
+    return {k: v / (total or 1.0) for k, v in sorted(ours.items(), key=lambda kv: -kv[1])}, kernels
 
 
 def measure(device, dtype, N, cameras, scale, steps, graph=False, with_gsplat=False, kernels=False):
