@@ -219,8 +219,9 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
 def _per_camera(render_one, colors, viewmats, Ks, backgrounds, cam_kw, absgrad):
     """gsplat's per-camera colors [C, N, D] (its trainer's appearance
     module writes them) or SH coefficients [C, N, K, 3]: one call of the op
-    per camera, each with its own [N, D] colours ([N, K, 3] coefficients) (one call when C = 1, a trainer's usual batch), and the
-    cameras' outputs and meta stacked. With a means2d gradient, meta's
+    per camera, each with its own [N, D] colours or [N, K, 3] coefficients
+    (one call when C = 1, a trainer's usual batch), and the cameras'
+    outputs and meta stacked. With a means2d gradient, meta's
     ``means2d`` is a leaf [C, N, 2] of its own whose ``.grad`` (and
     ``.absgrad``) each camera's leaf fills in as its gradient lands (a
     post-accumulate hook: no copy kernels until then, no host sync)."""
