@@ -122,9 +122,16 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     uncompensated). ``tile_size`` and ``channel_chunk`` are accepted and
     ignored (nurec_ops' images do not depend on tiling).
 
-    Refused with an error naming the argument: ``packed=True`` (gsplat's
-    default: pass ``packed=False``; the packed layout needs a host sync to
-    size), ``eps2d`` other than 0.3, ``radius_clip`` > 0,
+    ``packed=True`` (gsplat's default) gives gsplat's packed meta
+    (``camera_ids``, ``gaussian_ids``, and ``means2d``, ``radii``,
+    ``depths``, ``opacities`` of the kept items, the ``means2d`` gradient
+    and absgrad gathered from the unpacked one): the images are the same
+    and packing costs one host sync, as in gsplat; ``packed=False`` is
+    sync-free.
+
+    Refused with an error naming the argument: ``packed=True`` with colours
+    or SH coefficients per camera and C > 1, ``eps2d`` other than 0.3,
+    ``radius_clip`` > 0,
     ``absgrad=True`` with colors of more than 4 channels,
     ``camera_model="ortho"``,
     ``distributed``, ``sparse_grad``, ``segmented``, ``covars`` and batch
@@ -151,8 +158,6 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     for large Gaussians near the edge of a wide lens (RESULTS.md: 42.8 dB on
     a 120-degree FTheta street, 48.6 on a pinhole).
     """
-    if packed:
-        _unsupported("packed", packed, "pass packed=False: nurec_ops renders [C, N] unpacked, sync-free")
     if float(eps2d) != 0.3:
         _unsupported("eps2d", eps2d, "the camera's dilation is SPEC 3's fixed 0.3 px^2")
     if radius_clip > 0:
@@ -195,6 +200,8 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         rasterize_camera, means, quats, scales, opacities, width=int(width), height=int(height), near=near_plane,
         far=far_plane, sh_degree=sh_degree if sh else None, return_meta=True, means2d_grad=grad,
         absgrad=bool(absgrad) and grad, antialiased=rasterize_mode == "antialiased")
+    if packed and per_camera and viewmats.shape[0] > 1:
+        _unsupported("packed", packed, "with colours or SH coefficients per camera and C > 1 pass packed=False")
     if per_camera:
         render, depth, alpha, m = _per_camera(render_one, feats, viewmats, Ks, bg, cam_kw, bool(absgrad) and grad)
     else:
@@ -213,7 +220,36 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     }
     if rasterize_mode == "classic":  # antialiased: compensated per item, which the op keeps inside
         meta["opacities"] = opacities.expand(C, N)
+    if packed:
+        _pack(meta, bool(absgrad) and grad)
     return out, alpha, meta
+
+
+def _pack(meta, absgrad):
+    """gsplat's packed meta from the unpacked one, in place: the items the
+    binning kept (radii > 0) as ``camera_ids``, ``gaussian_ids`` [nnz] and
+    ``means2d`` [nnz, 2], ``radii`` [nnz, 2], ``depths`` [nnz] (and
+    ``opacities`` [nnz]) of those items. nnz is data: finding it is one host
+    sync, as in gsplat's own packed mode (packed=False is sync-free). The
+    packed ``means2d`` is a leaf of its own; its ``.grad`` (and
+    ``.absgrad``) are the unpacked leaf's rows, gathered by a
+    post-accumulate hook when that gradient lands."""
+    keep = (meta["radii"] > 0).all(-1)
+    camera_ids, gaussian_ids = keep.nonzero(as_tuple=True)  # the host sync
+    full = meta["means2d"]
+    means2d = full.detach()[camera_ids, gaussian_ids]
+    if full.requires_grad:
+        means2d.requires_grad_(True)
+
+        def landed(leaf):
+            means2d.grad = leaf.grad[camera_ids, gaussian_ids]
+            if absgrad:
+                means2d.absgrad = leaf.absgrad[camera_ids, gaussian_ids]
+        full.register_post_accumulate_grad_hook(landed)
+    meta.update(means2d=means2d, radii=meta["radii"][keep], depths=meta["depths"][keep], camera_ids=camera_ids,
+                gaussian_ids=gaussian_ids)
+    if "opacities" in meta:
+        meta["opacities"] = meta["opacities"][keep]
 
 
 def _per_camera(render_one, colors, viewmats, Ks, backgrounds, cam_kw, absgrad):

@@ -355,8 +355,7 @@ def test_antialiased_opacity_is_gsplats():
     assert cut.any() and not kept[cut].any()
 
 
-@pytest.mark.parametrize("kw,name", [({}, "packed"),
-                                     (dict(packed=False, eps2d=0.1), "eps2d"),
+@pytest.mark.parametrize("kw,name", [(dict(packed=False, eps2d=0.1), "eps2d"),
                                      (dict(packed=False, rasterize_mode="mip"), "rasterize_mode"),
                                      (dict(packed=False, camera_model="ortho"), "camera_model"),
                                      (dict(packed=False, radius_clip=1.0), "radius_clip"),
@@ -378,6 +377,74 @@ def test_front_end_refuses_colors_it_cannot_place(shape, sh):
     with pytest.raises(NotImplementedError, match="`colors="):
         rasterization(s["means"], s["quats"], s["scales"], s["opacities"], torch.rand(shape, dtype=torch.float64),
                       s["viewmats"], s["Ks"], s["width"], s["height"], packed=False, sh_degree=sh)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("absgrad", [False, True])
+def test_packed_meta_is_the_kept_items_of_the_unpacked(absgrad, device):
+    """packed=True (gsplat's default): the same images, and meta packed as
+    gsplat packs it: camera_ids, gaussian_ids the items with radii > 0 (in
+    camera-major order), means2d, radii, depths, opacities their rows of the
+    unpacked meta, and means2d.grad (absgrad) the unpacked gradient's rows."""
+    s = tc.to(_scene(N=120, C=3), device, torch.float64, grad=False)
+    cot = torch.randn(3, s["height"], s["width"], 3, dtype=torch.float64, device=device)
+    got = {}
+    for packed in (False, True):
+        leaves = {k: s[k].detach().clone().requires_grad_(True) for k in ("means", "quats", "scales", "opacities",
+                                                                           "features")}
+        out, alpha, meta = rasterization(leaves["means"], leaves["quats"], leaves["scales"], leaves["opacities"],
+                                         leaves["features"], s["viewmats"], s["Ks"], s["width"], s["height"],
+                                         packed=packed, absgrad=absgrad)
+        (out * cot).sum().backward()
+        got[packed] = out, alpha, meta, {k: v.grad for k, v in leaves.items()}
+    (out0, alpha0, m0, g0), (out1, alpha1, m1, g1) = got[False], got[True]
+    assert torch.equal(out0, out1) and torch.equal(alpha0, alpha1)
+    for k in g0:
+        assert torch.equal(g0[k], g1[k]), k
+    keep = (m0["radii"] > 0).all(-1)
+    cam, gid = keep.nonzero(as_tuple=True)
+    assert 0 < cam.numel() < keep.numel() and torch.equal(m1["camera_ids"], cam) and torch.equal(m1["gaussian_ids"], gid)
+    for k in ("radii", "depths", "opacities"):
+        assert torch.equal(m1[k], m0[k][cam, gid]), k
+    assert torch.equal(m1["means2d"], m0["means2d"].detach()[cam, gid])
+    assert m1["means2d"].is_leaf and torch.equal(m1["means2d"].grad, m0["means2d"].grad[cam, gid])
+    if absgrad:
+        assert torch.equal(m1["means2d"].absgrad, m0["means2d"].absgrad[cam, gid])
+    assert m1["n_cameras"] == 3 and m0["gaussian_ids"] is None
+
+
+def test_packed_refused_with_colors_per_camera():
+    s = _scene(N=10, C=2)
+    with pytest.raises(NotImplementedError, match="`packed="):
+        rasterization(s["means"], s["quats"], s["scales"], s["opacities"], torch.rand(2, 10, 3, dtype=torch.float64),
+                      s["viewmats"], s["Ks"], s["width"], s["height"])
+
+
+@pytest.mark.parametrize("absgrad", [False, True])
+def test_default_strategy_packed_decides_as_unpacked(absgrad):
+    """gsplat's DefaultStrategy told packed=True (its packed branch reads
+    gaussian_ids and the packed means2d gradient) grows and prunes exactly
+    as told packed=False on the unpacked meta: the same state (each
+    Gaussian's accumulated gradient norm, visibility count and radius)
+    after every step, and the same Gaussians, bit for bit, after a
+    densifying run."""
+    strategy_mod = pytest.importorskip("gsplat.strategy")
+    runs, states = [], ([], [])
+    for packed in (False, True):
+        params = _actor_params()
+        strategy = strategy_mod.DefaultStrategy(refine_start_iter=2, refine_stop_iter=10, refine_every=3,
+                                                reset_every=1000, grow_grad2d=1e-6 if not absgrad else 1e-5,
+                                                prune_opa=0.05, absgrad=absgrad, verbose=False)
+        counts = _train_with(strategy, params, 14, dict(packed=packed), absgrad=absgrad, states=states[packed])
+        runs.append((counts, {k: v.detach().clone() for k, v in params.items()}))
+    (c0, p0), (c1, p1) = runs
+    assert c0 == c1 and max(c0) > c0[0], (c0, c1)
+    assert any(s["grad2d"].unique().numel() > 1 for s in states[0])  # per Gaussian: a wrong id would show
+    for step, (s0, s1) in enumerate(zip(*states)):
+        for k in s0:
+            assert torch.equal(s0[k], s1[k]), (step, k)
+    for k in p0:
+        assert torch.equal(p0[k], p1[k]), k
 
 
 def test_front_end_camera_models_and_rolling_shutter():
@@ -465,11 +532,12 @@ def _actor_params(N_per=60, seed=0):
     })
 
 
-def _train_with(strategy, params, steps, post_kw, absgrad=False, per_camera=False):
+def _train_with(strategy, params, steps, post_kw, absgrad=False, per_camera=False, states=None):
     """A short loop on nurec_ops.gsplat's rasterization with a gsplat
     strategy; checks shapes and track ids after every step; returns the
-    Gaussian counts. per_camera: the colours per camera ([C, N, 3], two
-    tints of the Gaussians' own, as an appearance module would give)."""
+    Gaussian counts (and appends the strategy's state after each step to
+    ``states``, if given). per_camera: the colours per camera ([C, N, 3],
+    two tints of the Gaussians' own, as an appearance module would give)."""
     optimizers = {k: torch.optim.Adam([params[k]], lr=1e-2) for k in ("means", "scales", "quats", "opacities",
                                                                        "colors")}
     strategy.check_sanity(params, optimizers)
@@ -484,13 +552,15 @@ def _train_with(strategy, params, steps, post_kw, absgrad=False, per_camera=Fals
             colors = colors[None] * torch.tensor([[[1.0, 0.9, 0.8]], [[0.8, 0.9, 1.0]]])
         out, alpha, info = rasterization(params["means"], params["quats"], torch.exp(params["scales"]),
                                          torch.sigmoid(params["opacities"]), colors, V, K, 48, 32,
-                                         packed=False, absgrad=absgrad)
+                                         packed=post_kw.get("packed", False), absgrad=absgrad)
         loss = (out - target).abs().mean()
         strategy.step_pre_backward(params, optimizers, state, step, info)
         loss.backward()
         if absgrad:
             assert info["means2d"].absgrad.shape == info["means2d"].grad.shape
         strategy.step_post_backward(params, optimizers, state, step, info, **post_kw)
+        if states is not None:
+            states.append({k: v.clone() for k, v in state.items() if isinstance(v, torch.Tensor)})
         for opt in optimizers.values():
             opt.step()
             opt.zero_grad(set_to_none=True)
