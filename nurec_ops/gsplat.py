@@ -183,7 +183,8 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     sh = sh_degree is not None and colors.dim() in (3, 4)
     # per camera: colors [C, N, D], or with sh_degree SH coefficients [C, N, K, 3]
     per_camera = colors.dim() == (4 if sh_degree is not None else 3) and colors.shape[:2] == (C, N)
-    if (not sh and not per_camera and colors.dim() != 2) or (colors.dim() == 4 and not per_camera):
+    if ((not sh and not per_camera and colors.dim() != 2) or (colors.dim() == 4 and not per_camera)
+            or (sh_degree is not None and colors.dim() == 2)):  # gsplat too refuses [N, D] with sh_degree
         _unsupported("colors", f"shape {list(colors.shape)}", "colors [N, D], per camera [C, N, D], or SH "
                      "[N, K, 3] (per camera [C, N, K, 3]) with sh_degree")
     if not per_camera and colors.shape[0] != N:

@@ -368,11 +368,13 @@ def test_front_end_refuses_what_it_does_not_do(kw, name):
 
 
 @pytest.mark.parametrize("shape,sh", [((2, 10, 3), None), ((2, 10, 4, 3), 1), ((3, 10, 4, 3), None),
-                                      ((2, 10, 3), 1), ((2, 9, 4, 3), 1), ((9, 3), None), ((10,), None)])
+                                      ((2, 10, 3), 1), ((2, 9, 4, 3), 1), ((9, 3), None), ((10,), None),
+                                      ((10, 3), 0)])
 def test_front_end_refuses_colors_it_cannot_place(shape, sh):
     """colors whose rows are neither the N Gaussians nor the C cameras' N
-    (scene: C = 3, N = 10), or a 4-D colors without sh_degree: an error
-    naming `colors`, never a silent broadcast."""
+    (scene: C = 3, N = 10), a 4-D colors without sh_degree, or [N, D]
+    colours with sh_degree (gsplat asserts SH [N, K, 3] there): an error
+    naming `colors`, never a silent broadcast or an ignored sh_degree."""
     s = _scene(N=10, C=3)
     with pytest.raises(NotImplementedError, match="`colors="):
         rasterization(s["means"], s["quats"], s["scales"], s["opacities"], torch.rand(shape, dtype=torch.float64),
