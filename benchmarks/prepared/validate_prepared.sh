@@ -7,7 +7,8 @@
 # racecheck on the camera's parity rows, the four scenes' fwd+bwd
 # (bench_builds.py: base, new, new, base) and the front end's per-camera
 # colours (bench_frontend_per_camera.py), on the patched tree.
-#   bash benchmarks/prepared/validate_prepared.sh ldl_backward_opacity per_camera_features 2>&1 | tee $OUT/log
+#   bash benchmarks/prepared/validate_prepared.sh ldl_backward_opacity per_camera_features eps2d 2>&1 | tee $OUT/log
+# (in the order given: eps2d after per_camera_features)
 set -u
 export PYTHONUNBUFFERED=1 NUREC_OPS_SHARED_DATA=${NUREC_OPS_SHARED_DATA:-$PWD/.shared_data}
 OUT=${OUT:-/tmp/validate_out}; mkdir -p "$OUT"
