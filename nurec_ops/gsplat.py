@@ -180,11 +180,11 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         _unsupported("means", f"shape {list(means.shape)}", "no batch dimensions: means must be [N, 3]")
     N = means.shape[0]
     C = viewmats.shape[0]
-    sh = sh_degree is not None and colors.dim() in (3, 4)
-    # per camera: colors [C, N, D], or with sh_degree SH coefficients [C, N, K, 3]
-    per_camera = colors.dim() == (4 if sh_degree is not None else 3) and colors.shape[:2] == (C, N)
-    if ((not sh and not per_camera and colors.dim() != 2) or (colors.dim() == 4 and not per_camera)
-            or (sh_degree is not None and colors.dim() == 2)):  # gsplat too refuses [N, D] with sh_degree
+    sh = sh_degree is not None
+    # the two layouts: per Gaussian [N, D] (SH [N, K, 3]) or per camera [C, N, D] (SH [C, N, K, 3]); with
+    # sh_degree, [N, D] is neither (gsplat too refuses it)
+    per_camera = colors.dim() == (4 if sh else 3)
+    if (not per_camera and colors.dim() != (3 if sh else 2)) or (per_camera and colors.shape[:2] != (C, N)):
         _unsupported("colors", f"shape {list(colors.shape)}", "colors [N, D], per camera [C, N, D], or SH "
                      "[N, K, 3] (per camera [C, N, K, 3]) with sh_degree")
     if not per_camera and colors.shape[0] != N:
