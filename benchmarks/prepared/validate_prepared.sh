@@ -4,7 +4,8 @@
 # (setup.py, /tmp/base) while the patches are applied to the checkout and
 # pip-built as a user builds; then the camera's GPU tests (the registry's
 # rows, the rasterizer's own, the front end), the bad inputs, memcheck and
-# racecheck on the camera's parity rows, the four scenes' fwd+bwd
+# racecheck (sanitize_rasterizers.sh: the registry's parity rows, new ones
+# among them, and the rasterizers' tests marked sanitize), the four scenes' fwd+bwd
 # (bench_builds.py: base, new, new, base) and the front end's per-camera
 # colours (bench_frontend_per_camera.py), on the patched tree.
 #   bash benchmarks/prepared/validate_prepared.sh ldl_backward_opacity per_camera_features eps2d 2>&1 | tee $OUT/log
@@ -29,11 +30,7 @@ el "camera GPU tests"
 timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_errors.py 2>&1 | tail -1
 timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_rasterize_camera.py -k "bad_input" 2>&1 | tail -1
 el "bad inputs"
-for tool in memcheck racecheck; do
-    timeout 150 compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q -m gpu -p no:cacheprovider \
-        tests/test_op_registry.py -k "parity and camera" 2>&1 | tail -2
-    el "$tool"
-done
+T0=$T0 bash benchmarks/prepared/sanitize_rasterizers.sh
 for v in base new new base; do d=$R; [ $v = base ] && d=/tmp/base
     (cd $d && timeout 50 python3 benchmarks/bench_builds.py $v --rounds 3 --kernels 0 2>&1 | quiet | grep "fwd+bwd"); done
 el "bench_builds"
