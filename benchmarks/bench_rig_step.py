@@ -171,8 +171,8 @@ def profile_shares(step, device):
         # their own events hold again: the step's device time is theirs
         # alone (summed over every event it counted each kernel twice, and
         # the shares printed before session 34 were half of the true ones)
-        attr, total, kernels = "self_device_time_total", sum(e.self_device_time_total for e in on_device), \
-            sum(e.count for e in on_device)
+        attr = "self_device_time_total"
+        total, kernels = sum(e.self_device_time_total for e in on_device), sum(e.count for e in on_device)
     else:
         attr, kernels = "self_cpu_time_total", 0
         total = sum(e.self_cpu_time_total for e in ev)
