@@ -241,16 +241,23 @@ def _pack(meta, absgrad):
     means2d = full.detach()[camera_ids, gaussian_ids]
     if full.requires_grad:
         means2d.requires_grad_(True)
-
-        def landed(leaf):
-            means2d.grad = leaf.grad[camera_ids, gaussian_ids]
-            if absgrad:
-                means2d.absgrad = leaf.absgrad[camera_ids, gaussian_ids]
-        full.register_post_accumulate_grad_hook(landed)
+        _relay_grads(full, means2d, absgrad, lambda _, g: g[camera_ids, gaussian_ids])
     meta.update(means2d=means2d, radii=meta["radii"][keep], depths=meta["depths"][keep], camera_ids=camera_ids,
                 gaussian_ids=gaussian_ids)
     if "opacities" in meta:
         meta["opacities"] = meta["opacities"][keep]
+
+
+def _relay_grads(source, target, absgrad, place):
+    """Gives the leaf ``target`` its ``.grad`` (and with ``absgrad`` its
+    ``.absgrad``) from the leaf ``source``'s when that lands: a
+    post-accumulate hook on ``source`` sets each to ``place(current, g)``
+    (current: target's value so far or None; g: source's)."""
+    def hook(leaf):
+        target.grad = place(target.grad, leaf.grad)
+        if absgrad:
+            target.absgrad = place(getattr(target, "absgrad", None), leaf.absgrad)
+    source.register_post_accumulate_grad_hook(hook)
 
 
 def _per_camera(render_one, colors, viewmats, Ks, backgrounds, cam_kw, absgrad):
@@ -277,18 +284,14 @@ def _per_camera(render_one, colors, viewmats, Ks, backgrounds, cam_kw, absgrad):
     if metas[0].means2d.requires_grad:
         means2d.requires_grad_(True)
 
-        def landed(c):
-            def hook(leaf):
-                if means2d.grad is None:
-                    means2d.grad = torch.zeros_like(means2d)
-                means2d.grad[c] = leaf.grad[0]
-                if absgrad:
-                    if getattr(means2d, "absgrad", None) is None:
-                        means2d.absgrad = torch.zeros_like(means2d)
-                    means2d.absgrad[c] = leaf.absgrad[0]
-            return hook
+        def row(c):  # camera c's [1, N, 2] into row c of the [C, N, 2] gradient
+            def place(current, g):
+                current = torch.zeros_like(means2d) if current is None else current
+                current[c] = g[0]
+                return current
+            return place
         for c, m in enumerate(metas):
-            m.means2d.register_post_accumulate_grad_hook(landed(c))
+            _relay_grads(m.means2d, means2d, absgrad, row(c))
     return render, depth, alpha, Meta(means2d, torch.cat([m.radii for m in metas]),
                                       torch.cat([m.depths for m in metas]))
 
