@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The rig step's optimizer (issue 19): is a fused Adam of our own worth
+"""The rig step's optimizer: is a fused Adam of our own worth
 building? torch's Adam over the rig's parameters (2M Gaussians: means,
 quats, log_scales, opacity_logits, SH degree 3 = 59 values each, and the
 actors' key poses), timed as the step runs it and as it could:
@@ -15,7 +15,7 @@ actors' key poses), timed as the step runs it and as it could:
   rig's own step (the Gaussians with a non-zero gradient after one
   forward and backward of bench_rig_step's step).
 
-The rule (issue 19): build our own only if it wins, i.e. only if the best
+The rule: build our own only if it wins, i.e. only if the best
 torch variant is well above the floor (what a perfect single launch could
 save is `best - floor`; masked, `best - visible x floor`).
 
@@ -24,9 +24,7 @@ save is `best - floor`; masked, `best - visible x floor`).
 """
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import torch
 
@@ -35,7 +33,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 import bench_rig_step as rig  # noqa: E402
-from timing import back_to_back_us, copy_bandwidth_gbs, graph_ms, kernel_profile, table  # noqa: E402
+from timing import back_to_back_us, copy_bandwidth_gbs, graph_ms, kernel_profile, step_ms, table  # noqa: E402
 
 
 class _NoStep:
@@ -83,12 +81,8 @@ def measure(params, device, steps):
         opt = torch.optim.Adam(copies, lr=1e-4, **kw)
         opt.step()  # the moments exist from here on
         if device.type != "cuda":
-            t = []
-            for _ in range(steps):
-                t0 = time.perf_counter()
-                opt.step()
-                t.append((time.perf_counter() - t0) * 1e6)
-            rows.append(dict(name=name, us=statistics.median(t), device_us=float("nan"), launches=0))
+            us = 1e3 * step_ms(opt.step, steps, warmup=0, cuda=False)
+            rows.append(dict(name=name, us=us, device_us=float("nan"), launches=0))
             continue
         if kw.get("capturable"):
             us = 1e3 * graph_ms(opt.step, steps)

@@ -1,4 +1,4 @@
-"""Benchmark of the fused collection (issue 2) on the street scene:
+"""Benchmark of the fused collection on the street scene:
 nurec_ops.collect vs the eager reference and torch.compile of it, forward and
 forward+backward, on one CUDA device. Prints a table; see timing.py for what
 each column means.
@@ -43,9 +43,9 @@ def host_figures(run):
     tensor timed in the same windows as a gauge of the host's speed. Why
     spread over seconds: on the H200 machine the host's speed changes over
     time within one process (an eager add_ took 7.5 us of host time in some
-    stretches and 10.5 us in others, for seconds each: benchmarks/RESULTS.md,
-    session 7), so a few means taken within milliseconds report whichever
-    stretch they fell in."""
+    stretches and 10.5 us in others, for seconds each: docs/benchmarks.md),
+    so a few means taken within milliseconds report whichever stretch they
+    fell in."""
     if host_us(run, calls=3, warmup=1) > 1000:
         return dict(b2b=back_to_back_us(run), host=host_us(run))
     back_to_back_us(run, calls=200, warmup=0)
@@ -98,7 +98,7 @@ def main():
     rows = []
     results = {}
     per_call = {}  # back to back, us per call
-    # opt-in kernel variants, set per process (see benchmarks/RESULTS.md)
+    # opt-in kernel variants, set per process (NUREC_OPS_PDL=1: programmatic dependent launch)
     toggles = [name for name, var in (("PDL", "NUREC_OPS_PDL"),)
                if os.environ.get(var) == "1"]
     label = f" [{', '.join(toggles)}]" if toggles else ""

@@ -3,8 +3,8 @@ street camera (1080p) and the street lidar (128 x 3600) with
 ``return_meta=True, means2d_grad=True`` (and with ``absgrad=True``)
 against without, interleaved round
 by round in one process (medians of rounds, each the mean of back-to-back
-calls between two CUDA events). The issue's bound: <= 3% when on, 0% when
-off (off is the plain call, so "off" is measured as the plain op itself).
+calls between two CUDA events). The target: <= 3% when on, 0% when off
+(off is the plain call, so "off" is measured as the plain op itself).
 
     python3 benchmarks/bench_meta.py [--rounds 7] [--calls 20]
 """

@@ -1,4 +1,4 @@
-"""Benchmark of the camera rasterizer (issue 3) on one CUDA device.
+"""Benchmark of the camera rasterizer on one CUDA device.
 
 Scenes: (a) gsplat's garden fixture (../shared/data/gsplat/test_garden.npz): points cropped
 to [-2, 2]^3, scales uniform in [1e-4, 0.02], random unit quaternions,

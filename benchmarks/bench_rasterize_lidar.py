@@ -1,4 +1,4 @@
-"""Benchmark of the lidar rasterizer (issue 4) on one CUDA device.
+"""Benchmark of the lidar rasterizer on one CUDA device.
 
 Scene: the collection benchmark's street scene (benchmarks/scenes.py,
 464,000 Gaussians collected at the query time), the lidar 1.8 m above the
@@ -15,7 +15,8 @@ by stage from torch.profiler (projection, binning, forward, backward sweep,
 projection VJP), kernel launches and memsets per call, the intersections
 binned and host syncs per call (set_sync_debug_mode("error")), against
 gsplat 1.6's lidar path measured on the H200 (3.60 ms forward, 5.71 ms
-forward+backward; target <= 2.85 ms forward+backward).
+forward+backward: fixed figures, not re-measured here, since gsplat 1.5.3
+on PyPI has no lidar; target <= 2.85 ms forward+backward).
 
 Registers and occupancy of the lidar backward kernel: ptxas reports them at
 build time (NUREC_OPS_PTXAS_VERBOSE=1: rl_backward_kernel_f32); achieved
@@ -26,8 +27,8 @@ occupancy needs Nsight Compute, e.g.
 The lidar walks run at 64 registers (4 blocks of 256 per SM); for the
 contrast with the camera backward kernel's configuration (104 registers, 4
 channels per pass), rebuild with -DRL_BWD_MIN_BLOCKS_F32=2 -DRL_CH=4
-(NUREC_OPS_NVCC_FLAGS) and run again (session 6: backward sweep 1.07 ms
-against 1.48).
+(NUREC_OPS_NVCC_FLAGS) and run again (H200, street lidar: backward sweep
+1.07 ms against 1.48).
 
     python benchmarks/bench_rasterize_lidar.py [--dtype float32] [--iters 30] [--rows 128 --cols 3600]
 """

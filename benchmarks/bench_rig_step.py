@@ -1,4 +1,4 @@
-"""The real training step of a drive (issue 19): the 5-camera rig of
+"""The real training step of a drive: the 5-camera rig of
 ../shared/data/gsplat/test_pinhole_camera_params.json (3 x 1920x1280,
 2 x 1920x886; its intrinsics as pinholes, so that gsplat's classic path can
 render the same) on a car in the synthetic street, the 128 x 3600 lidar, N
@@ -22,9 +22,7 @@ which --replot draws again without a GPU).
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 import warnings
 
 import torch
@@ -36,7 +34,7 @@ sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 import nurec_ops  # noqa: E402
 from scenes import make_street_scene, street_lidar  # noqa: E402
-from timing import graph_ms, kernel_breakdown, table  # noqa: E402
+from timing import graph_ms, kernel_breakdown, step_ms, table  # noqa: E402
 
 RIG = "gsplat/test_pinhole_camera_params.json"
 ACTORS, PER_ACTOR = 64, 8_000
@@ -124,26 +122,6 @@ def step_fn(params, D, opt, camera_op="nurec_ops", capacity=None):
     return step
 
 
-def timed(step, device, steps, warm=3):
-    for _ in range(warm):
-        step()
-    if device.type != "cuda":
-        t = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            step()
-            t.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(t)
-    torch.cuda.synchronize()
-    ev = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
-    ev[0].record()
-    for k in range(steps):
-        step()
-        ev[k + 1].record()
-    torch.cuda.synchronize()
-    return statistics.median(a.elapsed_time(b) for a, b in zip(ev, ev[1:]))
-
-
 def syncs_of(step, device):
     if device.type != "cuda":
         return 0
@@ -170,7 +148,7 @@ def profile_shares(step, device):
         # an op's self device time is that of the kernels it launched, which
         # their own events hold again: the step's device time is theirs
         # alone (summed over every event it counted each kernel twice, and
-        # the shares printed before session 34 were half of the true ones)
+        # the shares came out half of the true ones)
         attr = "self_device_time_total"
         total, kernels = sum(e.self_device_time_total for e in on_device), sum(e.count for e in on_device)
     else:
@@ -186,7 +164,8 @@ def measure(device, dtype, N, cameras, scale, steps, graph=False, with_gsplat=Fa
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
     step = step_fn(params, D, opt)
-    row = dict(N=D["scene"]["means"].shape[0], cameras=cameras, scale=scale, eager_ms=timed(step, device, steps))
+    cuda = device.type == "cuda"
+    row = dict(N=D["scene"]["means"].shape[0], cameras=cameras, scale=scale, eager_ms=step_ms(step, steps, cuda=cuda))
     row["syncs"] = syncs_of(step, device)
     row["shares"], row["kernels"] = profile_shares(step, device)
     row["peak_mb"] = torch.cuda.max_memory_allocated() / 2 ** 20 if device.type == "cuda" else float("nan")
@@ -203,7 +182,7 @@ def measure(device, dtype, N, cameras, scale, steps, graph=False, with_gsplat=Fa
     if kernels and device.type == "cuda":
         row["kernels_ours"] = kernel_breakdown(step, calls=3, warmup=1)
     if with_gsplat:
-        row["gsplat_ms"] = timed(step_fn(params, D, opt, camera_op="gsplat"), device, steps)
+        row["gsplat_ms"] = step_ms(step_fn(params, D, opt, camera_op="gsplat"), steps, cuda=cuda)
         if kernels:
             row["kernels_gsplat"] = kernel_breakdown(step_fn(params, D, opt, camera_op="gsplat"), calls=3, warmup=1)
     return row

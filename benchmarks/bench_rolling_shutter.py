@@ -6,8 +6,9 @@ shutter (``rolling_shutter=ROLLING_TOP_TO_BOTTOM, viewmats_rs=...``), in
 one process, interleaved round by round (means of back-to-back calls between
 two CUDA events), medians; and per fwd+bwd the sum of its kernels' durations
 (torch.profiler) and its host time, which show a host-bound call. gsplat
-1.5.3 has no lidar: the issue's measured 6.94 ms for its newer lidar with
-rolling shutter is the peer figure.
+1.5.3 has no lidar: gsplat's newer lidar with rolling shutter, measured at
+6.94 ms fwd+bwd on the H200 (a fixed figure, not re-measured here), is the
+peer figure.
 
     python3 benchmarks/bench_rolling_shutter.py [--rounds 5] [--calls 10]
 """
@@ -29,7 +30,7 @@ from bench_rasterize_lidar import street_lidar_scene  # noqa: E402
 from timing import autograd_step, back_to_back_us, host_us, kernel_breakdown, kernel_profile, table  # noqa: E402
 
 KEYS = ("means", "quats", "scales", "opacities", "features")
-GSPLAT_LIDAR_RS_MS = 6.94  # the issue's H200 figure, 128 x 3600 with rolling shutter, fwd+bwd
+GSPLAT_LIDAR_RS_MS = 6.94  # gsplat's newer lidar on the H200, 128 x 3600 with rolling shutter, fwd+bwd
 
 
 def moved(V, dx, dt):

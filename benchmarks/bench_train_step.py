@@ -1,4 +1,4 @@
-"""Benchmark of the whole training step (issue 5): examples/train_street.py
+"""Benchmark of the whole training step: examples/train_street.py
 trained three ways from the same seed on one CUDA device, in one run:
 
 - baseline: the reference collection (nurec_ops.reference.collect, pure
@@ -10,7 +10,7 @@ trained three ways from the same seed on one CUDA device, in one run:
   captured once in a CUDA graph and replayed (``--fused --graph``).
 
 Each run ends with its last 5 steps under nurec_ops.diagnose (``--diagnose``),
-whose reports are printed (the before/after of issue 6) and whose GPU busy
+whose reports are printed (the diagnosis's before/after) and whose GPU busy
 fraction goes in the table. Step time is the median over the timed steps
 (CUDA events between consecutive step starts, no sync in the loop); host
 syncs are counted over the same steps under set_sync_debug_mode("warn").

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Each hot camera and lidar kernel as a multiple of its floor (issue 19).
+"""Each hot camera and lidar kernel as a multiple of its floor.
 
 The floor of a kernel is the time the chip needs for the work no
 implementation can skip: max(its minimum bytes / memory bandwidth, its
@@ -126,9 +126,9 @@ def floors(sc, n, bw, tflops, sfu, lidar=False):
 
 def durations(sc, lidar=False):
     """Device time (us) per stage of one forward+backward on CUDA: each
-    stage's kernels, every launch (session 28: the per-name median of one
-    launch had counted the sort's 9 passes as one, and the parts' combine's
-    two launches as one)."""
+    stage's kernels, every launch (a per-name median of one launch would
+    count the sort's 9 passes as one, and the parts' combine's two launches
+    as one)."""
     step = (bl if lidar else bc).make_step(sc, True)
     for _ in range(3):
         step()

@@ -2,7 +2,7 @@
 poles) plus rigid cars driving along keyframed tracks, packed into one set of
 Gaussians the way a NuRec-style model stores them.
 
-Default size (issue 2): 400,000 static Gaussians + 64 tracks x 1,000 Gaussians
+Default size: 400,000 static Gaussians + 64 tracks x 1,000 Gaussians
 = 464,000; tracks of 50-200 keys at 10 Hz with ragged lengths, one single-key
 track, raw unnormalized quaternions, the query time inside most tracks.
 

@@ -1,4 +1,5 @@
-"""Timing helpers shared by the benchmarks (CUDA only).
+"""Timing helpers shared by the benchmarks (CUDA; step_ms also times a CPU
+run).
 
 What each figure means:
 - device time: the sum of a call's kernel (and memset) durations from
@@ -7,6 +8,8 @@ What each figure means:
 - host time: CPU wall time per call when calls are queued without waiting.
 - event median: median of single calls each between two CUDA events (carries
   ~25 us of event and launch overhead on the H200: only for large calls).
+- step time: median of a loop's steps, each the time between its start and
+  the next step's (CUDA events, no sync in the loop, as a training loop runs).
 """
 import statistics
 import time
@@ -27,6 +30,30 @@ def event_median_ms(fn, warmup=5, iters=30):
         b.synchronize()
         times.append(a.elapsed_time(b))
     return statistics.median(times)
+
+
+def step_ms(step, steps, warmup=3, cuda=True):
+    """Median ms of a step as a training loop runs it: on CUDA, events
+    recorded between consecutive step starts with no sync in the loop (a
+    step's host work overlaps the device work before it); on the CPU
+    (cuda=False), the wall clock around each step."""
+    for _ in range(warmup):
+        step()
+    if not cuda:
+        t = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            step()
+            t.append((time.perf_counter() - t0) * 1e3)
+        return statistics.median(t)
+    torch.cuda.synchronize()
+    ev = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+    ev[0].record()
+    for k in range(steps):
+        step()
+        ev[k + 1].record()
+    torch.cuda.synchronize()
+    return statistics.median(a.elapsed_time(b) for a, b in zip(ev, ev[1:]))
 
 
 def back_to_back_us(fn, calls=100, warmup=10):

@@ -9,7 +9,7 @@ classic path: ``rasterization(..., packed=False)``) in one process:
   which cancels the ~25 us of one event pair), medians over rounds, and the
   speed-ups.
 
-Run on the GPU machine with gsplat importable (benchmarks/peer_gsplat.sh):
+Run on the GPU machine with gsplat importable (benchmarks/device/peer_gsplat.sh):
     python3 benchmarks/vs_gsplat.py [--scenes garden,garden3,street] [--rounds 7] [--kernels]
 """
 import argparse
@@ -73,7 +73,7 @@ def step(render, L, cot, backward):
 def kernel_lists(name, fns, top=14):
     """Each side's forward and forward+backward, kernel by kernel: launches
     per call, median launch, device time per call (every launch), largest
-    first (where a target's time lies; issue 19's 1944 forward, session 28)."""
+    first (where a target's time lies, e.g. the 1944 garden's forward)."""
     for k, label in (("ours_f", "ours, forward"), ("gs_f", "gsplat, forward"), ("ours_fb", "ours, fwd+bwd"),
                      ("gs_fb", "gsplat, fwd+bwd")):
         rows = kernel_breakdown(fns[k], calls=10, warmup=2, top=10 ** 6)

@@ -1,10 +1,10 @@
-"""benchmarks/sass_loops.py's reading of ptxas and cuobjdump output, on
+"""benchmarks/device/sass_loops.py's reading of ptxas and cuobjdump output, on
 text of their shapes (the tool itself needs nvcc and cuobjdump; it runs
 where they are, not in the test suite)."""
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "device"))
 import sass_loops  # noqa: E402
 
 PTXAS = """ptxas info    : Compiling entry function '_Z3fooi' for 'sm_90'

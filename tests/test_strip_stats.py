@@ -1,4 +1,4 @@
-"""benchmarks/camera_strip_stats.py's count of a per-splat backward against
+"""benchmarks/device/camera_strip_stats.py's count of a per-splat backward against
 ours, on entries made by hand (the script itself walks the garden and the
 street on the CPU, minutes; it is run by hand, not in the suite)."""
 import os
@@ -6,7 +6,7 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "device"))
 import camera_strip_stats as css  # noqa: E402
 
 

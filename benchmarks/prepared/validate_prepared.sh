@@ -32,7 +32,7 @@ timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_rasterize_camera.
 el "bad inputs"
 T0=$T0 bash benchmarks/prepared/sanitize_rasterizers.sh
 for v in base new new base; do d=$R; [ $v = base ] && d=/tmp/base
-    (cd $d && timeout 50 python3 benchmarks/bench_builds.py $v --rounds 3 --kernels 0 2>&1 | quiet | grep "fwd+bwd"); done
+    (cd $d && timeout 50 python3 benchmarks/device/bench_builds.py $v --rounds 3 --kernels 0 2>&1 | quiet | grep "fwd+bwd"); done
 el "bench_builds"
 timeout 50 python3 benchmarks/bench_frontend_per_camera.py --rounds 3 2>&1 | quiet | tail -4
 el "per-camera colours"

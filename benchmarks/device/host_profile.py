@@ -6,14 +6,14 @@ time and count per call: the CUDA runtime's launches, memsets and copies,
 allocations, the autograd engine, our ops' C++ glue).
 
 A step whose host time exceeds its device time is host-bound: faster
-kernels do not shorten it (RESULTS.md, session 20: on a scene of the size
-of examples/gsplat_trainer_swap.py's small one, 1.16 ms of host time per
-camera call). The scene here is that example's own: the op alone on its
+kernels do not shorten it (measured on the H200: on a scene of the size of
+examples/gsplat_trainer_swap.py's small one, 1.16 ms of host time per
+camera call; docs/benchmarks.md). The scene here is that example's own: the op alone on its
 eight cameras, the example's own call (one camera through the gsplat front
 end, with its loss), gsplat's same call where gsplat is importable on CUDA,
 and the MCMC noise gsplat's MCMCStrategy adds to each step.
 
-    python3 benchmarks/host_profile.py [--device cuda|cpu] [--top 18] [--only NAME]
+    python3 benchmarks/device/host_profile.py [--device cuda|cpu] [--top 18] [--only NAME]
 """
 import argparse
 import os
@@ -24,8 +24,7 @@ import time
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _paths  # benchmarks/ and the repository on sys.path
 import nurec_ops  # noqa: E402,F401
 from bench_builds import make_step  # noqa: E402
 
@@ -34,7 +33,7 @@ def trainer_scene(device, N=20000, C=8, W=640, H=480):
     """examples/gsplat_trainer_swap.py's scene (its cameras and its
     Gaussians, activated as its render() activates them): the small one by
     default."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
+    sys.path.insert(0, os.path.join(_paths.ROOT, "examples"))
     import gsplat_trainer_swap as swap
     V, K = swap.cameras(C, W, H, device)
     p = swap.gaussians(N, 2, device)
@@ -136,7 +135,7 @@ def main():
     cases += [("trainer's call (1 camera, front end, L1 loss)", mode, trainer_call(first, mode)) for mode in ("off", "abs")]
     cases += [("MCMC noise (quat_scale_to_covar_preci + einsum)", "-", mcmc_noise_call(first))]
     if device.type == "cuda":
-        try:  # the peer's host cost of the same call, where it is importable (benchmarks/peer_gsplat.sh)
+        try:  # the peer's host cost of the same call, where it is importable (benchmarks/device/peer_gsplat.sh)
             import gsplat
             cases += [("gsplat's trainer call (the same)", mode, trainer_call(first, mode, gsplat.rasterization))
                       for mode in ("off", "abs")]

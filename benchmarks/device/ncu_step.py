@@ -4,18 +4,15 @@ loops, e.g. the lidar backward kernel's occupancy and stall reasons:
 
     ncu --clock-control none -k regex:rl_backward_kernel_f32 -s 2 -c 1 \\
         --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \\
-        python benchmarks/ncu_step.py lidar
+        python benchmarks/device/ncu_step.py lidar
 
-    python benchmarks/ncu_step.py {lidar,camera-street,camera-garden,camera-garden3,collect} [--calls 3]
+    python benchmarks/device/ncu_step.py {lidar,camera-street,camera-garden,camera-garden3,collect} [--calls 3]
 """
 import argparse
-import os
-import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _paths  # noqa: F401  (benchmarks/ and the repository on sys.path)
 
 
 def main():

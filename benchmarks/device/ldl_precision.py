@@ -1,14 +1,14 @@
 """The camera walks' alpha in float32, emulated with numpy (one rounding per
 operation, the GPU's approximations as random errors of their size), in
 the walks' former form (splat_alpha_staged: q = dx (a dx + b dy) + c dy^2,
-then o ex2(q)) and in the completed squares that replaced it in session 34
+then o ex2(q)) and in the completed squares that replaced it
 (splat_alpha_ldl: ex2(L - t^2 - w^2), t and w from the tile's centre), both
 against float64, over random Gaussians and pixels of the tiles they reach.
 Prints each form's alpha error and its 1/255 flips. The evidence for that
-change's precision (RESULTS.md, "Prepared at the end of session 32"); not a
-test, nothing imports it.
+change's precision (csrc/tiles/splat_math_generic.h quotes its figures);
+not a test, nothing imports it.
 
-    python3 benchmarks/ldl_precision.py [seed]
+    python3 benchmarks/device/ldl_precision.py [seed]
 """
 import sys
 import numpy as np

@@ -1,5 +1,5 @@
 """One line per build, for comparing kernel variants built side by side
-(benchmarks/device_session.sh variants): fwd+bwd of the four benchmark
+(benchmarks/device/device_variants.sh): fwd+bwd of the four benchmark
 scenes (street camera 1080p + depth, gsplat's garden at 648x420 and
 1944x1260 x 3 cameras, the street lidar 128 x 3600) and of SPEC 8's absgrad
 mode (meta + means2d gradient + absgrad) on the street camera and lidar,
@@ -11,17 +11,14 @@ Each figure is the median over rounds of the mean of back-to-back calls
 one process per build, and twice in opposite orders over the builds: the
 H200's figures drift by ~0.3% between processes.
 
-    python3 benchmarks/bench_builds.py TAG [--rounds 5] [--calls 15] [--kernels 0]
+    python3 benchmarks/device/bench_builds.py TAG [--rounds 5] [--calls 15] [--kernels 0]
 """
 import argparse
-import os
 import statistics
-import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _paths  # noqa: F401  (benchmarks/ and the repository on sys.path)
 import nurec_ops  # noqa: E402
 from bench_rasterize_camera import garden, street  # noqa: E402
 from bench_rasterize_lidar import street_lidar_scene  # noqa: E402

@@ -5,20 +5,19 @@ parts S in --parts (0: none), segment_min as set (512) or per entry
 (S:m), interleaved in one process: medians of --rounds rounds, each the mean
 of back-to-back calls. --no-budget lifts the parts' memory budget
 (_SEGMENT_BYTES), which otherwise turns the cut off for large images; --scenes picks scenes
-by name prefix. Benchmarks/RESULTS.md, session 18, has its first table.
+by name prefix. A maintainer's tool for the cut's defaults (docs/benchmarks.md says what
+they were set from).
 
-    python3 benchmarks/bench_parts.py [--parts 16,8,6,4,0 | 16:512,16:256] [--no-budget]
+    python3 benchmarks/device/bench_parts.py [--parts 16,8,6,4,0 | 16:512,16:256] [--no-budget]
         [--scenes "garden 648 x3,street 1920x1080"] [--rounds 3] [--calls 20]
 """
 import argparse
-import os
 import statistics
 import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _paths  # noqa: F401  (benchmarks/ and the repository on sys.path)
 import nurec_ops  # noqa: E402,F401
 from bench_builds import make_step  # noqa: E402
 from bench_rasterize_camera import garden, street  # noqa: E402

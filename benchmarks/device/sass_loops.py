@@ -3,11 +3,11 @@ family's CUDA file for sm_90 (nvcc -cubin, as setup.py compiles it), and
 prints per kernel its instructions, registers and spills (ptxas), and the
 lengths of its longest loops in SASS (a backward branch's span). A change
 that moves a walk's innermost loop by a few instructions moves its time by
-as much (RESULTS.md, session 23: the camera backward's steps grew from 337
+as much (measured on the H200: the camera backward's steps grew from 337
 to 345 instructions, and the 1944 garden's fwd+bwd by 65 us); this finds
 such changes in seconds, before a device call.
 
-    python3 benchmarks/sass_loops.py [--family rasterize_camera] [--ref 8ed7d7e] [--kernels backward,forward]
+    python3 benchmarks/device/sass_loops.py [--family rasterize_camera] [--ref 8ed7d7e] [--kernels backward,forward]
 
 --ref builds that git revision's tree beside the working tree's, for a
 side-by-side table. cuobjdump and the nvdisasm it runs come from PATH, the
@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the repository
 
 
 def tool(name):

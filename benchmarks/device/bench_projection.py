@@ -3,17 +3,16 @@ grad) on the 1944 garden x 3, the street camera and the street lidar: the
 two kernels that count and write a scene's tile entries, which a change to
 the footprints' walk (tiles/tiles_math.h, tiles/footprint_warp_cuda.cuh,
 the lidar's rl_box) moves. Run it in each build's tree, one process per
-build, twice in opposite orders (RESULTS.md, session 30):
+build, twice in opposite orders (one build's figures drift a little
+between processes on the H200; the two orders show by how much):
 
-    python3 benchmarks/bench_projection.py TAG
+    python3 benchmarks/device/bench_projection.py TAG
 """
-import os
 import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _paths  # noqa: F401  (benchmarks/ and the repository on sys.path)
 import nurec_ops  # noqa: E402
 from bench_rasterize_camera import garden, street  # noqa: E402
 from bench_rasterize_lidar import street_lidar_scene  # noqa: E402

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The time to the first training step and the steady step on a 30 s five-camera + lidar NCore clip, on the GPU.
 # From the repo root (the library built), with the NCore packages carried in .ncore_site:
-#   PYTHONPATH=$PWD/.ncore_site:$PWD bash benchmarks/device_ncore.sh
+#   PYTHONPATH=$PWD/.ncore_site:$PWD bash benchmarks/device/device_ncore.sh
 # Writes the clip to /tmp/ncore_clip30 (kept for a second run), prints a table, leaves bench_ncore_step.{txt,json}
 # in $OUT (or /tmp/ncore_bench). Knobs: CLIP_SCALE (stored images' scale of 1920x1280/886, default 1.0),
 # CAMERA_HZ (10), LIDAR_COLS (3600), TRAIN_SCALE (train_ncore --image-scale, 1.0), STEPS (300).

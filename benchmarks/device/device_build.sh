@@ -2,8 +2,8 @@
 # On the lent GPU machine: build nurec_ops there as a user would (pip, the
 # machine's own compilers), say which toolchain built it, and probe the
 # error path (a bad argument must raise, not crash). With GSPLAT=1 it also
-# installs the peer (benchmarks/peer_gsplat.sh) in parallel.
-#   bash benchmarks/device_build.sh
+# installs the peer (benchmarks/device/peer_gsplat.sh) in parallel.
+#   bash benchmarks/device/device_build.sh
 set -u
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/nurec_out}
@@ -11,7 +11,7 @@ mkdir -p "$OUT"
 step() { echo; echo "=== $*"; }
 
 if [ "${GSPLAT:-0}" = 1 ]; then
-    (source benchmarks/peer_gsplat.sh > "$OUT/gsplat_build.log" 2>&1; echo "gsplat build rc=$?" >> "$OUT/gsplat_build.log") &
+    (source benchmarks/device/peer_gsplat.sh > "$OUT/gsplat_build.log" 2>&1; echo "gsplat build rc=$?" >> "$OUT/gsplat_build.log") &
     GS_PID=$!
 fi
 

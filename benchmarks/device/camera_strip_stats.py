@@ -24,7 +24,7 @@ evaluations each design makes, and the gradient rows each sends to global
 memory (ours: one per (entry, warp) whose pixels a box reaches, at most;
 per-splat: one per walked (tile, entry)).
 
-    python3 benchmarks/camera_strip_stats.py --scenes garden,garden3,street
+    python3 benchmarks/device/camera_strip_stats.py --scenes garden,garden3,street
 """
 import argparse
 import os
@@ -32,10 +32,9 @@ import sys
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+import _paths  # benchmarks/ and the repository on sys.path
+
+sys.path.insert(0, os.path.join(_paths.ROOT, "tests"))
 
 import bench_rasterize_camera as bc  # noqa: E402
 

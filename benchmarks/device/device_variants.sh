@@ -2,11 +2,11 @@
 # Kernel variants side by side on the lent H200, in one call: each variant is
 # this tree built in a copy of its own with its own NUREC_OPS_NVCC_FLAGS (the
 # kernels' tuning macros: RC_BWD_WARP_W, NUREC_SPLAT_ONE_ATOMIC, ...), all
-# built at once, then timed by benchmarks/bench_builds.py one process per
+# built at once, then timed by benchmarks/device/bench_builds.py one process per
 # variant (the copy's own script and library), twice, the second round in
 # the opposite order.
 #
-#   VARIANTS='main:|one:-DRC_BWD_PIX=1' bash benchmarks/device_variants.sh
+#   VARIANTS='main:|one:-DRC_BWD_PIX=1' bash benchmarks/device/device_variants.sh
 #
 # Carry .shared_data holding gsplat/test_garden.npz etc. (the layout of
 # ../shared/data/): the garden scenes read it through NUREC_OPS_SHARED_DATA.
@@ -44,7 +44,7 @@ for round in $(seq 1 ${ROUNDS:-2}); do
     order=("${NAMES[@]}")
     [ $round = 2 ] && order=($(printf '%s\n' "${NAMES[@]}" | tac))
     for name in "${order[@]}"; do
-        (cd "$DIR/$name" && timeout ${BENCH_TIMEOUT:-120} python3 benchmarks/bench_builds.py "$name" \
+        (cd "$DIR/$name" && timeout ${BENCH_TIMEOUT:-120} python3 benchmarks/device/bench_builds.py "$name" \
             --kernels $([ $round = 1 ] && echo 1 || echo 0) 2>&1 | grep -v -i warn | tail -8 | cut -c1-400)
     done
     el "round $round"

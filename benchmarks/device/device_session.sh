@@ -4,7 +4,7 @@
 # repo root there; the library is built on that machine as a user would
 # (pip install --no-build-isolation -e ., its own compilers), never carried.
 #
-#   bash benchmarks/device_session.sh [all|quick|bench|train]
+#   bash benchmarks/device/device_session.sh [all|quick|bench|train|rig]
 #     quick: build, bad-input suite, GPU tests, sanitizers on the tests
 #     marked sanitize (SAN_FILES=... narrows the files, SAN_K=... selects
 #     by -k instead); bench: vs_gsplat (carry .whl and .gsplat_chunks) and the
@@ -26,7 +26,7 @@ start=$(date +%s)
 MAX_JOBS=${MAX_JOBS:-16} python3 -m pip install -q --no-build-isolation --no-deps -e . > "$OUT/build.log" 2>&1
 echo "rc=$? in $(( $(date +%s) - start )) s"; tail -3 "$OUT/build.log"
 if [ "$MODE" = all ] || [ "$MODE" = bench ] || [ "$MODE" = rig ] || [ -n "${TRAINERS:-}" ]; then
-    (source benchmarks/peer_gsplat.sh > /tmp/gsplat_setup.log 2>&1) &  # unpacks the carried peer meanwhile
+    (source benchmarks/device/peer_gsplat.sh > /tmp/gsplat_setup.log 2>&1) &  # unpacks the carried peer meanwhile
     GS=$!
 fi
 
@@ -102,7 +102,7 @@ if [ -n "${TRAINERS:-}" ]; then
 fi
 
 if [ "$MODE" = rig ]; then
-    step "the rig step (issue 19): 5 cameras + lidar, 2M Gaussians; ours, graph, gsplat's cameras; then the sweep"
+    step "the rig step: 5 cameras + lidar, 2M Gaussians; ours, graph, gsplat's cameras; then the sweep"
     wait $GS 2>/dev/null
     PYTHONPATH=/tmp/site:$PYTHONPATH timeout ${RIG_TIMEOUT:-300} python3 benchmarks/bench_rig_step.py --graph --gsplat \
         ${RIG_SWEEP:+--sweep} 2>&1 | quiet | tee "$OUT/rig_step.log"

@@ -1,11 +1,12 @@
 """Where the lidar rasterizer's work lies, counted on the CPU path (no GPU
 needed): the street benchmark scene through the exact C binning, then per
 tile the list length, and per ray whether it ever reaches the
-transmittance cut-off. The figures behind benchmarks/RESULTS.md's lidar
-section (how many rays walk their whole list, the longest list against the
-mean): the tail of the per-tile work is what the CUDA kernels' time follows.
+transmittance cut-off: how many rays walk their whole list, the longest
+list against the mean (the figures behind the lidar's tiles of one row x
+256 columns and its long lists cut into parts). The tail of the per-tile
+work is what the CUDA kernels' time follows.
 
-    python benchmarks/lidar_tile_stats.py [--rows 128 --cols 3600] [--warps]
+    python benchmarks/device/lidar_tile_stats.py [--rows 128 --cols 3600] [--warps]
 
 --warps adds each CUDA warp's share of the walk (32 columns of a tile's
 row; the warp culling emulated in float64): chunks of 32 entries read and
@@ -19,14 +20,11 @@ with NUREC_OPS_CFLAGS/NUREC_OPS_NVCC_FLAGS to compare shapes).
 """
 import argparse
 import math
-import os
-import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import _paths  # noqa: F401  (benchmarks/ and the repository on sys.path)
 from bench_rasterize_lidar import street_lidar_scene  # noqa: E402
 from nurec_ops._lidar_table import sensor_op_args  # noqa: E402
 from nurec_ops.rasterize_lidar import default_eps2d  # noqa: E402
