@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An "existing training loop" for a dynamic street, written against the
 pure-PyTorch reference ops of nurec_ops, and the drop-in swap that makes it
-fast (issue 5, SPEC section 5).
+fast (SPEC section 5).
 
 The ground truth is a synthetic street (examples/street_scene.py): ground,
 facades and cars on keyframed tracks, seen by an ego camera and a spinning

@@ -136,7 +136,7 @@ def means2d_grad_function(autograd_op, setup_context, backward_with_records):
     (split_grads): the last contiguous, written by the op, so that the leaf's
     AccumulateGrad takes it as it is (a strided view of the records cost a
     copy kernel per step: 5.3 us on the street camera, 9.1 with absgrad's
-    wider rows; H200, session 28)."""
+    wider rows; H200)."""
 
     def forward(ctx, means2d, absgrad, *args):
         if torch.compiler.is_compiling():

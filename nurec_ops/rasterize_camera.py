@@ -27,7 +27,7 @@ _POLICY = _binning.policy(_OP)
 # the combine's two passes over every pixel and the clearing of the state.
 # A call cuts its lists where one part's state over the whole image,
 # pixels x ((D + 2) reals + one int), is at most _SEGMENT_BYTES: measured on
-# the H200 (session 23), 16 parts took the 1080p street from 2.55 ms (the 5
+# the H200, 16 parts took the 1080p street from 2.55 ms (the 5
 # parts the earlier per-part budget allowed) to 2.02, and the small garden
 # (3 x 648x420) held at 1.28, while three 1944x1260 cameras (176 MB; short
 # lists) ran 4.43 ms cut against 4.22 uncut. _SEGMENTS = 0 turns the cutting

@@ -75,7 +75,7 @@ def rows_near_cuts(render, margin=1e-4):
     the near pair's Gaussian included, and those pixels' cameras. A flip
     there changes the pixel's transmittance chain, so the gradient of every
     Gaussian that pixel blends moves, and its camera's background row: seen
-    on the H200 and the CPU (session 27, camera-rolling-pinhole float32): an
+    on the H200 and the CPU (camera-rolling-pinhole float32): an
     alpha 8.3e-6 from 1/255 at one pixel moved the rows of the 6 Gaussians
     it blends, past an allowance of one row. float32 alphas round to ~1e-5
     of themselves there, so 1e-4 is margin enough and exempts few scenes

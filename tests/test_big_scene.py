@@ -1,4 +1,4 @@
-"""Safety at size (issue 19): a camera scene past 2^31 Gaussian-tile
+"""Safety at size: a camera scene past 2^31 Gaussian-tile
 intersections (and so past 2^31 bytes in the binning's buffers) renders the
 right image, not a wrapped one. Every Gaussian covers the whole 1080p image
 (300k x 8160 tiles = 2.45e9 entries); each has opacity 0.5, so a pixel's
@@ -8,7 +8,7 @@ problem). An offset or a count that wrapped at 2^31 would break the tiles
 whose lists start past it (the lower part of the image).
 
 Needs ~60 GB of GPU memory and a few seconds: run with NUREC_TEST_HUGE=1
-(benchmarks/device_session.sh quick does)."""
+(benchmarks/device/device_session.sh quick does)."""
 import os
 
 import pytest

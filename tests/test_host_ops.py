@@ -1,6 +1,6 @@
 """A call's host work stays small: the tensor ops the Python side runs
 around the fused kernels, counted with torch.profiler on the CPU (each is a
-launch on CUDA). Session 10 found the rolling shutter packing the sensors'
+launch on CUDA). The rolling shutter once packed the sensors'
 poses on the host in ~230 small ops per call, which made the H200's rolling
 forward host-bound (lidar 3.40 ms against 1.57 global); the kernels now pack
 them. A regression here shows on the GPU only as time, so it is counted."""

@@ -1,6 +1,6 @@
 """benchmarks/kernel_floors.py on the CPU: the counts through the CPU ops and
-each kernel's floor; the camera's fwd+bwd floor lands where issue 19 puts it
-for a 1080p camera on the H200 (~0.25 ms)."""
+each kernel's floor; the camera's fwd+bwd floor lands where the kernels'
+byte and FLOP counts put it for a 1080p camera on the H200 (~0.25 ms)."""
 from run_scripts import run_benchmark
 
 STAGES = ("projection", "binning", "forward walk", "backward walk", "projection backward")
@@ -36,8 +36,8 @@ def test_kernel_floors_lidar():
 def test_stage_durations_count_every_launch(monkeypatch):
     """kernel_floors' measured column sums every launch of a stage's kernels
     in a call (a radix sort's passes, the parts' combine's two launches):
-    session 28 found it had taken one launch's median per kernel name, and
-    every binning multiple it reported was low. The profiler's events are
+    an earlier version took one launch's median per kernel name, and every
+    binning multiple it reported was low. The profiler's events are
     replaced by a known list per call: 3 sort passes of 10, 20 and 30 us,
     one emission of 5 us, two combine launches of 4 us and a walk of 100."""
     import os

@@ -191,7 +191,7 @@ def test_parity_edge_gaussians(device, dtype):
     # float32: a pixel whose T crosses the 1e-4 cut-off on the other side of
     # the reference changes the gradient of every Gaussian behind it there;
     # with the scene's few (159) Gaussians that reached 5% of them (8, seed
-    # 116438361204595, session 8's code and this one's alike)
+    # 116438361204595)
     check_parity(scene, device, dtype, bg=True, grad_max_frac=0.02 if dtype == torch.float64 else 0.08)
 
 

@@ -198,8 +198,8 @@ def test_profile_writes_a_trace_with_the_op_ranges(tmp_path):
 
 def _diagnose_fused_training_steps(device, tmp_path, steps=3, warmup=2):
     """The example's own train_step (fused ops swapped in) under
-    nurec_ops.diagnose: issue 6's "on the fused loop from the training example
-    it reports zero syncs". Not through `python -m nurec_ops.diagnose
+    nurec_ops.diagnose: on the fused loop of the training example it reports
+    zero syncs. Not through `python -m nurec_ops.diagnose
     train_street.py`: the example counts syncs itself in a
     warnings.catch_warnings(record=True) block, which would hide them from the
     diagnosis and make a zero vacuous."""

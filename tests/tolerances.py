@@ -75,7 +75,7 @@ REF_ULPS = 8
 # much of the tensor's scale. The pair on the cut is in one run and out of
 # the other, so its own gradient at that pixel jumps: alpha's derivative
 # there, 1/255 x 2 sigma / s (sigma ~ 5, s its scale), against a scale set
-# by pairs of alpha up to 0.99. Seen (session 27, CPU, the rolling shutter's
+# by pairs of alpha up to 0.99. Seen (CPU, the rolling shutter's
 # parity): 2.7% of the scale for a small Gaussian's scale gradient with
 # an alpha 4.3e-9 from 1/255, past the 2% flip bound. A quarter of the
 # scale still catches a wrong sign or garbage in those rows.

@@ -33,13 +33,13 @@ extern "C" {
 #define RC_ENTRY (NUREC_TREC_SIZE + RC_CH) /* a staged entry of the forward: record, features */
 #ifndef RC_BWD_BATCH
 /* Gaussians staged per batch in the backward (a thread stages two): fewer
-   barriers and stagings per entry. H200, session 26, fwd+bwd ms, 2 rounds:
+   barriers and stagings per entry. H200, fwd+bwd ms, 2 rounds:
    batch 64 (25% carveout) street 1.997-2.006, small garden 1.275-1.282,
    1944 garden 4.126-4.131; 128 (50%) 1.964-1.974, 1.239-1.246,
    4.056-4.065; 192 (50%) 1.944-1.956, 1.227-1.235, 3.926-3.928; 256 (60%)
    1.947-1.948, 1.212-1.232, 3.919-3.923; 32 slower than 64 on all three.
    The carveout must hold 7 blocks' batches (+ 1 KB each): 128 at 25% fit
-   only 6 (1.262-1.272 on the small garden). Session 27 again: 256 (60%)
+   only 6 (1.262-1.272 on the small garden). A second run: 256 (60%)
    1.946, 1.215-1.222, 3.926-3.929 against 64's 1.999-2.005, 1.272-1.281,
    4.126-4.135; the absgrad call takes the same time at 128 and 256 */
 #define RC_BWD_BATCH 256
@@ -66,13 +66,13 @@ extern "C" {
 #endif
 #ifndef RC_BWD_DIRECT_LANES
 /* up to this many contributing lanes: direct atomics (4 was 2% slower, 12 and 16
-   slower still: H200, session 15) */
+   slower still: H200) */
 #define RC_BWD_DIRECT_LANES 8
 #endif
-/* the same with SPEC 8's absgrad: its own knob. Swept on the H200 (session 15,
-   benchmarks/RESULTS.md): absgrad's cost on the street camera / lidar was
+/* the same with SPEC 8's absgrad: its own knob. Swept on the H200
+   (docs/benchmarks.md): absgrad's cost on the street camera / lidar was
    +4.6% / +4.4% at 4 lanes, +7.1% / +7.1% at 2, +2.0% / +1.7% at 8; with
-   two pixels a thread (session 18) the street's +4.6% at 8, +4.0% at 12 */
+   two pixels a thread the street's +4.6% at 8, +4.0% at 12 */
 #ifndef RC_BWD_DIRECT_LANES_ABS
 #define RC_BWD_DIRECT_LANES_ABS 12
 #endif
@@ -94,7 +94,7 @@ extern "C" {
 #endif
 
 /* tiles/splat_warp_cuda_generic.cuh's atomics switches, the camera's own
-   defaults: off (H200, session 18, fwd+bwd with two pixels a thread: off /
+   defaults: off (H200, fwd+bwd with two pixels a thread: off /
    on, street 2.669 / 2.677 ms, garden 648 x3 1.370 / 1.387, garden 1944 x3
    4.197 / 4.306; the lidar keeps them on: 2.247 on / 2.260 off) */
 #ifndef NUREC_SPLAT_ONE_ATOMIC

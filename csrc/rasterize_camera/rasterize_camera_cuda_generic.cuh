@@ -54,9 +54,9 @@ NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
  * later parts; a block with no part leaves at once (uniform over the
  * block). Uncut, they keep the 3-D grid (tile column, tile row, (camera,
  * pass)) in kernels of their own. (Part-major instead, every camera's first
- * parts dispatched before any later part: H200, session 18, garden 648 x3
+ * parts dispatched before any later part: H200, garden 648 x3
  * 1.372 -> 1.340 ms fwd+bwd, but the street 2.67 -> 2.72 and the 1296 x3
- * garden 2.54 -> 2.63, not kept: benchmarks/RESULTS.md.) */
+ * garden 2.54 -> 2.63, not kept: docs/benchmarks.md.) */
 typedef struct NR(rc_place) {
     int64_t cz, tile, start, end, lo, hi, pix; /* camera; tile; its list; this block's part; pixel */
     int pass, x, y, seg, cell; /* cell: the pixel's place in its tile, row-major (the parts' slots) */
@@ -112,14 +112,14 @@ NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int pa
  * slot (unused by the steps) as a bit per block, so that a warp skips the
  * entries whose box misses its blocks, and a pixel those whose box misses
  * its own block, without computing their alphas (the
- * lidar's walks cull per warp the same way). H200, session 16, warps of two
+ * lidar's walks cull per warp the same way). H200, warps of two
  * whole rows culled by rows: rc_backward_kernel 1,673 -> 1,646 us (street),
  * 877 -> 836 us (small garden): the culled pairs are the cheap ones, where
  * no pixel's alpha reaches 1/255 anyway. Warps of 8 x 4 pixels, culled by
  * the box: fewer (entry, warp) pairs with a pixel to composite, and more
- * pixels in each (benchmarks/camera_strip_stats.py, small garden: 3.50 ->
- * 2.94 M pairs reach a pixel, 3.98 -> 3.51 M pass the cull); H200, session
- * 17, with NUREC_SPLAT_ONE_ATOMIC and _VEC_ATOMICS: 1,650 -> 1,556 us
+ * pixels in each (benchmarks/device/camera_strip_stats.py, small garden: 3.50 ->
+ * 2.94 M pairs reach a pixel, 3.98 -> 3.51 M pass the cull); H200,
+ * with NUREC_SPLAT_ONE_ATOMIC and _VEC_ATOMICS: 1,650 -> 1,556 us
  * (street), 837 -> 787 us (small garden). The forward's walks were slower with a cull
  * (street first walk 505 -> 574 us: the culled loop's registers, 32 -> 48,
  * and its bookkeeping per entry outweigh an alpha per pair), so they do not
@@ -144,8 +144,8 @@ NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int pa
  * step with one pixel a lane, the pixel's alpha and VJP ~70), and over the
  * walked entries of the small garden the 8 x 8 warps meet 1.96 M (entry,
  * warp) pairs where the 8 x 4 meet 3.51 M, both of their halves in 79% of
- * them (benchmarks/camera_strip_stats.py). A half whose box the entry misses
- * is skipped, uniform over the warp. H200, session 18 (with the camera's
+ * them (benchmarks/device/camera_strip_stats.py). A half whose box the entry misses
+ * is skipped, uniform over the warp. H200 (with the camera's
  * atomics switches off): rc_backward_kernel 1,573 -> 1,359 us (street),
  * 800 -> 692 us (small garden); fwd+bwd of the 1944 x3 garden 5.17 -> 4.20
  * ms. Four pixels a thread lost on the street (+7%) at a quarter of the

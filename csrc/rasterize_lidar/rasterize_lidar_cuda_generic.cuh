@@ -76,7 +76,7 @@ NUREC_HD_DEV NR(rl_window) NR(rl_warp_window)(bool active, real_t raz, real_t re
  * sqrt(A thr - det dy^2) / A (det = AC - B^2). The ellipse's bounding box
  * let through ~1.6x as many entries on the street scene, 39% of all
  * evaluations, where no ray of the warp got alpha > 0
- * (benchmarks/lidar_tile_stats.py --warps). Several rows: the bounding box. */
+ * (benchmarks/device/lidar_tile_stats.py --warps). Several rows: the bounding box. */
 /* The culling test's reciprocal and square root: in float32 the hardware's
  * approximations (rcp.approx, sqrt.approx: within ~2 ulp), whose errors
  * (< 1e-6 rad here) are far inside the test's own slack (the ellipse grown
@@ -213,7 +213,7 @@ NUREC_HD_DEV void NR(rl_bcast)(const NR(rl_entry)* x, int src, NR(rl_entry)* y) 
  * And a block composites one part (segment) of its tile's list. Towards the
  * street's vanishing point ~30,000 Gaussians stack up on the same rays, none
  * of which stops early: one warp compositing them one after another was the
- * kernels' critical path, whatever the tiling (benchmarks/RESULTS.md). A list
+ * kernels' critical path, whatever the tiling (docs/benchmarks.md). A list
  * longer than p.segment_min is cut into up to p.segments parts of at least
  * segment_min entries, each composited from T = 1 by its own blocks; the
  * combine kernel below chains them per ray. The grids are the camera's

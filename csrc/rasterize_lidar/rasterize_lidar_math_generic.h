@@ -320,7 +320,7 @@ NUREC_HD void NR(rl_box_cut)(const real_t* rec, const real_t* row_el, const real
  * searches on the scan's own comparisons, and each of the four by two
  * lookups: the same rows and values as the scan (rl_box), in ~60
  * instructions where the scan took ~8 a row (1,088 for 128 rows, most of
- * the lidar projection's; SASS, session 29). */
+ * the lidar projection's; SASS). */
 NUREC_HD int NR(rl_rows_first)(const real_t* s, int R, double mu, double e, int above) {
     int first = 0, count = R; /* the first k whose comparison holds (false ... true over k) */
     while (count > 0) {
@@ -381,7 +381,7 @@ NUREC_HD int64_t NR(rl_box)(const real_t* rec, const real_t* row_el, const real_
      * their offsets' span over those between (every row reached lies there).
      * One loop doing both ran ~29 SASS instructions per row, each row's
      * double min/max predicated through whether or not it was reached: a
-     * third of the projection's instructions for 128 rows (ncu, session 14). */
+     * third of the projection's instructions for 128 rows (ncu). */
     int i0 = R, i1 = -1;
     double omin = 1e300, omax = -1e300;
     if (row_search) {

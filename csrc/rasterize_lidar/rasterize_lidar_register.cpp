@@ -21,7 +21,7 @@ using namespace nurec;
 
 namespace {
 // =========================================================== rasterize_lidar
-// (issue 4) Lidar Gaussian rasterizer: validation, allocation of outputs and
+// Lidar Gaussian rasterizer: validation, allocation of outputs and
 // intermediates (sizes from shapes and the host-chosen `capacity` only), and
 // the CPU / CUDA launchers of csrc/rasterize_lidar and csrc/tiles (the
 // binning and the intermediates through the splat helpers above the camera).

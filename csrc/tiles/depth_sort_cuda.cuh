@@ -5,8 +5,8 @@
  * Why not CUB's own tuning: its onesweep tile on sm_90 is 384 threads x 17
  * pairs (4-byte keys and values, 64-bit offsets), 6,528 items, so the 1944
  * garden's 335 k items ran as 52 blocks a pass on 132 SMs, 18% occupancy
- * and 8% SM throughput, ~11 us a pass for 2.7 MB, four passes (ncu, H200,
- * session 29: latency, not bytes). A smaller tile gives a pass more blocks
+ * and 8% SM throughput, ~11 us a pass for 2.7 MB, four passes (ncu, H200:
+ * latency, not bytes). A smaller tile gives a pass more blocks
  * than SMs, each with less serial work. Past DEPTH_SORT_SMALL_MAX items
  * (a 2 M Gaussian rig's 10 M) CUB's tile is kept: there the sort is bound by
  * its bytes, which larger tiles move better.

@@ -4,7 +4,7 @@
  * roots and two divisions a row) made a warp wait for its longest
  * footprint: 5.5 rows a visible item on average on the 1944 garden, 13 at
  * the 99th percentile, 21 at most, and the walk was two thirds of the
- * projection (68.6 us of which 45.8, H200 session 30, a build without it).
+ * projection (68.6 us of which 45.8, H200, a build without it).
  * Here the warp's footprints are staged in shared memory, the warp's rows
  * are numbered item after item, and each lane computes one row a round;
  * each item's own thread then folds its rows' runs in ascending order
@@ -64,7 +64,7 @@ static __device__ __forceinline__ int64_t nurec_footprint_box_warp(const nurec_f
     for (int o = 16; o >= 1; o >>= 1) most = max(most, __shfl_xor_sync(full, most, o));
     /* a warp whose longest walk is within twice its spread rounds (+2) walks
        its own rows: spreading costs a round more than a row in registers
-       (H200, session 30: the 1944 garden's projection 57.1 us with every
+       (H200: the 1944 garden's projection 57.1 us with every
        warp walking its own rows, 63.8 spreading them all; the street's,
        whose few near footprints are long, 71.5 against 62.4) */
     if (huge || most <= 2 * ((total + 31) >> 5) + NUREC_FOOTPRINT_WARP_SLACK)

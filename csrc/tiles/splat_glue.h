@@ -18,7 +18,7 @@ extern "C" {
 namespace nurec {
 
 // ========================================================== rasterize_camera
-// (issue 3) Camera Gaussian rasterizer: validation, allocation of outputs and
+// Camera Gaussian rasterizer: validation, allocation of outputs and
 // intermediates (sizes from shapes and the host-chosen `capacity` only), and
 // the CPU / CUDA launchers of csrc/rasterize_camera and csrc/tiles.
 

@@ -157,7 +157,7 @@ NUREC_HD void NR(splat_alpha_vjp_staged)(const real_t* e, real_t vis, real_t dx,
  * reaches 1/255, not in a quadratic's terms, which a tile-local polynomial
  * in x^2, xy, y^2 would have taken from ~|d|^2 / sigma^2 (hundreds for a
  * small Gaussian near a tile's corner). Float32 against float64 over random
- * Gaussians and pixels (benchmarks/RESULTS.md, session 32): alpha within
+ * Gaussians and pixels (benchmarks/device/ldl_precision.py): alpha within
  * 1e-6 where splat_alpha_staged's form was off by up to 2e-5, within 9e-6
  * for anisotropy up to 1,000 where it was off by up to 2e-3, 6e-7 against
  * 3e-7 for small Gaussians far from the image's origin; no more 1/255

@@ -3,8 +3,8 @@
  *
  * Why: a grid with a block for every (tile, part) up to p.segments launched
  * ~40,000 blocks per kernel on three 648x420 garden cameras (16 parts, most
- * tiles with one) that only left at once: ~70 us of its fwd+bwd (H200,
- * session 22). Here the first parts keep a block per tile, and the later
+ * tiles with one) that only left at once: ~70 us of its fwd+bwd (H200).
+ * Here the first parts keep a block per tile, and the later
  * parts (1 and up) get a compact list instead, with no count read back:
  *
  * - Cut the sorted intersection list into chunks of segment_min entries
@@ -30,9 +30,9 @@
  * their own (kList false): the list grid's decode and load on every
  * block's path made the camera backward's innermost loops 8 SASS
  * instructions longer (ptxas schedules a kernel as a whole), and three
- * 1944x1260 garden cameras, uncut, ran fwd+bwd 65 us slower (H200, session
- * 23). The list grid's later parts in a kernel of their own instead, after
- * the first parts' (session 24), serialized the two: the small garden
+ * 1944x1260 garden cameras, uncut, ran fwd+bwd 65 us slower (H200).
+ * The list grid's later parts in a kernel of their own instead, after
+ * the first parts', serialized the two: the small garden
  * +210 us, the lidar street +280 (a tile's later parts waited for every
  * first part to end), not kept.
  *
@@ -104,7 +104,7 @@ cudaError_t nurec_splat_later_parts(const Params& p, int64_t ntiles, cudaStream_
  * list's grid decodes in 32 bits (the glue keeps it and the tiles of all
  * `images` under 2^31): a block pays this before any work, and with 64-bit
  * divisions, emulated, three 1944x1260 garden cameras ran fwd+bwd 95 us
- * slower than on the 3-D grid, in 32 bits 65 us (H200, session 23). */
+ * slower than on the 3-D grid, in 32 bits 65 us (H200). */
 template <bool kList, typename Params>
 __device__ __forceinline__ bool nurec_splat_block_of(const Params& p, int64_t images, int passes, int slices,
                                                      nurec_splat_block* o) {

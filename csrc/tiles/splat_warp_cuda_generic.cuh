@@ -3,9 +3,9 @@
  * their *_cuda_generic.cuh files, once per precision. */
 
 /* How the sums reach global memory. Defaults on here, which the lidar
- * keeps; rasterize_camera.cu defines both 0 before this file (H200, sessions
- * 17-18: they cost the cameras 0.3-6% and gain the lidar ~0.6%:
- * benchmarks/RESULTS.md). Set either through NUREC_OPS_NVCC_FLAGS to time a
+ * keeps; rasterize_camera.cu defines both 0 before this file (H200:
+ * they cost the cameras 0.3-6% and gain the lidar ~0.6%:
+ * docs/benchmarks.md). Set either through NUREC_OPS_NVCC_FLAGS to time a
  * build the other way.
  *   NUREC_SPLAT_ONE_ATOMIC: a warp sum's lanes select their destination and
  *     issue one atomic instruction (0: a branch per destination array);
@@ -18,7 +18,7 @@
 #define NUREC_SPLAT_VEC_ATOMICS 1
 #endif
 /* absgrad's two warp totals in one float2 reduction from one lane (1), or
- * as two lanes' scalar ones with the record's (0). H200, session 20 (on the
+ * as two lanes' scalar ones with the record's (0). H200 (on the
  * parts-list branch, fwd+bwd with absgrad against without): absgrad's cost
  * +0.4-0.5% (street camera) and +2.4-2.6% (lidar) against +1.4-1.9% and
  * +3.5% with 0; the plain kernels are the same code. */
@@ -27,7 +27,7 @@
 #endif
 /* Without NUREC_SPLAT_VEC_ATOMICS (the camera): absgrad's pair of a lane
  * that adds its own values in one float2 atomic (1) or two scalar ones (0).
- * H200, session 19, street camera fwd+bwd with absgrad: 2.756-2.759 ms
+ * H200, street camera fwd+bwd with absgrad: 2.756-2.759 ms
  * against 2.760-2.768 (absgrad's cost +3.2% against +3.4-3.6%). */
 #ifndef NUREC_SPLAT_ABS_VEC2
 #define NUREC_SPLAT_ABS_VEC2 1

@@ -86,9 +86,9 @@ struct KeyBits {
  * sort of the items and its rank scatter. That is 8-byte keys and two more
  * passes of the big sort, but 5 launches and 3 memsets fewer (CUB's onesweep
  * sort alone is a histogram, a scan and a memset and a kernel per pass): a
- * small call is host-bound (RESULTS.md, session 20: the trainer's 20k-
+ * small call is host-bound (docs/benchmarks.md: the trainer's 20k-
  * Gaussian scene, ~1.2 ms of host time per camera fwd+bwd call), a large one
- * is not, and there the ranks' 4-byte keys win (H200, session 21, fwd+bwd
+ * is not, and there the ranks' 4-byte keys win (H200, fwd+bwd
  * with depth keys at every size against ranks: garden 648 x3, 1.29 M
  * entries, 1.341 against 1.362 ms; the street, 2.36 M, 2.675 against
  * 2.664; garden 1944 x3 4.279 against 4.203; the lidar 2.299 against
@@ -154,7 +154,7 @@ KeyBits key_bits(const nurec_tiles_params* p) {
  * the scan that places each item's run of keys (offsets are then indexed by
  * that order) as its input, so that no kernel gathers them first (a launch
  * and P int64 written and read back: 4 us on the 1944 garden's 335 k
- * items, H200, session 31). */
+ * items, H200). */
 struct CountInOrder {
     const int32_t* order;
     const int64_t* counts;
@@ -509,7 +509,7 @@ __device__ void emit_boxes_warp(const nurec_tiles_params& p, int64_t r0, int lan
    footprints), so that each has its own register count (the footprint
    walk's ~100 registers would hold the boxes mode's occupancy down). (The
    walked items in a kernel of their own, their warps' items spread over
-   the list: H200, session 21, the same fwd+bwd as here once a warp walks
+   the list: H200, the same fwd+bwd as here once a warp walks
    32 rows at a time, street 2.605 / 2.604 ms, garden 1944 x3 4.115 / 4.104;
    before that, with one row at a time, street 2.61 against 2.66: a warp's
    32 consecutive items come in clusters of large ones near the camera.) */
