@@ -84,7 +84,6 @@ def extension():
 
 setup(
     name="nurec_ops",
-    version="0.1.0",
     packages=find_packages(include=["nurec_ops", "nurec_ops.*"]),
     ext_modules=[extension()],
     cmdclass={"build_ext": cpp_extension.BuildExtension.with_options(use_ninja=True)},

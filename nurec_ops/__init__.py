@@ -3,6 +3,7 @@
 PyTorch dispatcher under torch.ops.nurec_ops.
 
 The pure-PyTorch twins of every op are in nurec_ops.reference."""
+from ._version import __version__
 from . import _library
 from ._library import has_cuda_kernels
 from .collect import collect, collect_gaussian_parameters
@@ -20,6 +21,7 @@ from ._compile_cache import package_files as _package_files, tag_compile_cache a
 _tag_compile_cache("nurec_ops", _package_files())
 
 __all__ = [
+    "__version__",
     "interpolate_track_poses",
     "collect_gaussian_parameters",
     "collect",
