@@ -451,49 +451,124 @@ def test_default_strategy_packed_decides_as_unpacked(absgrad):
         assert torch.equal(p0[k], p1[k]), k
 
 
+def _camera_cases(s, C):
+    """(name, gsplat's camera arguments, the fused op's SPEC 6 / 7 arguments
+    that mean the same) for a scene's cameras: OpenCV distortion, fisheye,
+    FTheta, a rolling shutter, and an FTheta rig with a rolling shutter."""
+    w = pytest.importorskip("gsplat.cuda._wrapper")
+    dt = torch.float64
+    radial = torch.tensor([[0.05, -0.01, 0.0, 0.001, 0.0, 0.0]] * C, dtype=dt)
+    tang = torch.tensor([[1e-3, -2e-3]] * C, dtype=dt)
+    cases = [
+        ("opencv", dict(radial_coeffs=radial, tangential_coeffs=tang, with_ut=True),
+         dict(camera_model="opencv", radial=radial, tangential=tang, thin_prism=torch.zeros(C, 4, dtype=dt))),
+        ("fisheye", dict(camera_model="fisheye", radial_coeffs=radial[:, :4], with_ut=True),
+         dict(camera_model="fisheye", radial=radial[:, :4], max_angle=torch.full((C,), math.pi, dtype=dt))),
+    ]
+    f = float(s["Ks"][0, 0, 0])
+    ft = w.FThetaCameraDistortionParameters(
+        reference_poly=w.FThetaPolynomialType.ANGLE_TO_PIXELDIST, pixeldist_to_angle_poly=(0.0, 1 / f, 0, 0, 0, 0),
+        angle_to_pixeldist_poly=(0.0, f, -0.5, 0.1, 0.0, 0.0), max_angle=1.3, linear_cde=(1.0, 1e-3, 2e-3))
+    ftheta = dict(camera_model="ftheta", principal_point=s["Ks"][:, :2, 2].to(dt) - 0.5,
+                  angle_to_pixel=torch.tensor([[0.0, f, -0.5, 0.1, 0.0, 0.0]] * C, dtype=dt),
+                  linear_cde=torch.tensor([[1.0, 1e-3, 2e-3]] * C, dtype=dt),
+                  max_angle=torch.full((C,), 1.3, dtype=dt))
+    cases.append(("ftheta", dict(camera_model="ftheta", ftheta_coeffs=ft, with_ut=True), ftheta))
+    V1 = s["viewmats"].clone()
+    V1[:, :3, 3] += torch.tensor([0.2, 0.0, 0.1], dtype=V1.dtype)
+    rs = w.RollingShutterType.ROLLING_LEFT_TO_RIGHT
+    cases.append(("rolling", dict(rolling_shutter=rs, viewmats_rs=V1, with_ut=True),
+                  dict(viewmats_end=V1, shutter="left_to_right")))
+    V2 = s["viewmats"].clone()
+    V2[:, :3, 3] += torch.tensor([0.0, 0.3, -0.2], dtype=V2.dtype)
+    cases.append(("ftheta_rolling",
+                  dict(camera_model="ftheta", ftheta_coeffs=ft, rolling_shutter=w.RollingShutterType.ROLLING_TOP_TO_BOTTOM,
+                       viewmats_rs=V2, with_ut=True),
+                  dict(ftheta, viewmats_end=V2, shutter="top_to_bottom")))
+    return cases
+
+
+def _front_end_quietly(*args, **kw):
+    """The front end's call, its one EWA warning (SPEC 6) allowed."""
+    with pytest.warns(UserWarning, match="EWA") if not nurec_ops.gsplat._WARNED else _nothing():
+        return rasterization(*args, **kw)
+
+
 def test_front_end_camera_models_and_rolling_shutter():
     """gsplat's camera arguments (distortion, fisheye, FTheta, rolling
     shutter; gsplat's own FThetaCameraDistortionParameters and
     RollingShutterType) mean what the fused op's SPEC 6 / 7 arguments mean:
     the front end's images equal direct calls, with colours [N, D] and
     the same given per camera [C, N, D]."""
-    w = pytest.importorskip("gsplat.cuda._wrapper")
     s = _scene(N=60)
     C = 2
     args = (s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["Ks"],
             s["width"], s["height"])
     d = lambda *a, **k: tc.run(lambda *x, **kk: nurec_ops.rasterize_camera(*x, **kk, **k), s)  # noqa: E731
-    radial = torch.tensor([[0.05, -0.01, 0.0, 0.001, 0.0, 0.0]] * C, dtype=torch.float64)
-    tang = torch.tensor([[1e-3, -2e-3]] * C, dtype=torch.float64)
-    cases = [
-        (dict(radial_coeffs=radial, tangential_coeffs=tang, with_ut=True),
-         dict(camera_model="opencv", radial=radial, tangential=tang, thin_prism=torch.zeros(C, 4, dtype=torch.float64))),
-        (dict(camera_model="fisheye", radial_coeffs=radial[:, :4], with_ut=True),
-         dict(camera_model="fisheye", radial=radial[:, :4], max_angle=torch.full((C,), math.pi, dtype=torch.float64))),
-    ]
-    f = float(s["Ks"][0, 0, 0])
-    ft = w.FThetaCameraDistortionParameters(
-        reference_poly=w.FThetaPolynomialType.ANGLE_TO_PIXELDIST, pixeldist_to_angle_poly=(0.0, 1 / f, 0, 0, 0, 0),
-        angle_to_pixeldist_poly=(0.0, f, -0.5, 0.1, 0.0, 0.0), max_angle=1.3, linear_cde=(1.0, 1e-3, 2e-3))
-    cases.append((dict(camera_model="ftheta", ftheta_coeffs=ft, with_ut=True),
-                  dict(camera_model="ftheta", principal_point=s["Ks"][:, :2, 2] - 0.5,
-                       angle_to_pixel=torch.tensor([[0.0, f, -0.5, 0.1, 0.0, 0.0]] * C, dtype=torch.float64),
-                       linear_cde=torch.tensor([[1.0, 1e-3, 2e-3]] * C, dtype=torch.float64),
-                       max_angle=torch.full((C,), 1.3, dtype=torch.float64))))
-    V1 = s["viewmats"].clone()
-    V1[:, :3, 3] += torch.tensor([0.2, 0.0, 0.1], dtype=torch.float64)
-    cases.append((dict(rolling_shutter=w.RollingShutterType.ROLLING_LEFT_TO_RIGHT, viewmats_rs=V1, with_ut=True),
-                  dict(viewmats_end=V1, shutter="left_to_right")))
-    for theirs, ours in cases:
-        with pytest.warns(UserWarning, match="EWA") if not nurec_ops.gsplat._WARNED else _nothing():
-            out, alpha, meta = rasterization(*args, packed=False, **theirs)
+    for name, theirs, ours in _camera_cases(s, C):
+        out, alpha, meta = _front_end_quietly(*args, packed=False, **theirs)
         expect = d(**ours)
-        assert_close(out, expect[0], torch.float64, msg=str(sorted(theirs)))
+        assert_close(out, expect[0], torch.float64, msg=name)
         assert_close(alpha, expect[2], torch.float64)
         assert not torch.equal(out, d()[0])  # the camera arguments changed the image
         # the same colours given per camera: each camera's arguments taken from its own row
         per_camera = args[:4] + (s["features"][None].expand(C, -1, -1).contiguous(),) + args[5:]
         assert_close(rasterization(*per_camera, packed=False, **theirs)[0], out, torch.float64)
+
+
+def _reference_means2d_grad(s, cot, ours, monkeypatch):
+    """d loss / d means2d from the reference twin under any camera model and
+    shutter: the projected means it composites (SPEC 7: each at its
+    Gaussian's own time) kept with their gradient, as gsplat keeps its
+    means2d, by a spy on the reference's depth sort, which receives them
+    in Gaussian order."""
+    seen = {}
+    real = composite.sort_front_to_back
+
+    def spy(z, valid, o, uv, *rest):
+        uv.retain_grad()
+        seen["uv"] = uv
+        return real(z, valid, o, uv, *rest)
+
+    leaf = {k: s[k].detach().clone().requires_grad_(True) for k in ("means", "quats", "scales", "opacities")}
+    monkeypatch.setattr(composite, "sort_front_to_back", spy)
+    r, _, a = ref_camera.rasterize_camera(leaf["means"], leaf["quats"], leaf["scales"], leaf["opacities"],
+                                          s["features"].detach(), s["viewmats"], s["Ks"], s["width"], s["height"],
+                                          **ours)
+    monkeypatch.undo()
+    ((r * cot[0]).sum() + (a * cot[1]).sum()).backward()
+    return seen["uv"].grad
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", ["opencv", "fisheye", "ftheta", "rolling", "ftheta_rolling"])
+def test_means2d_grad_under_camera_models_and_rolling_shutter(case, device, monkeypatch):
+    """What a densifying strategy reads (meta["means2d"].grad, SPEC 8)
+    through the front end under distorted cameras and rolling shutter
+    (gsplat#726): each Gaussian's gradient with respect to its projected
+    mean under the camera model, at its own time under a rolling shutter,
+    equals the reference twin's; a Gaussian no camera keeps has none."""
+    pytest.importorskip("gsplat")
+    s = _scene(N=80, C=3, W=40, H=28)
+    name, theirs, ours = next(c for c in _camera_cases(s, 3) if c[0] == case)
+    g = torch.Generator().manual_seed(7)
+    cot = [torch.randn(3, 28, 40, 3, generator=g, dtype=torch.float64),
+           torch.randn(3, 28, 40, 1, generator=g, dtype=torch.float64)]
+    dev = lambda t: t.to(device) if isinstance(t, torch.Tensor) else t  # noqa: E731
+    mv = lambda v: {k: (dev(x) if k == "viewmats_rs" else x) for k, x in v.items()}  # noqa: E731
+    args = [dev(s[k].detach()) for k in ("means", "quats", "scales", "opacities", "features", "viewmats", "Ks")]
+    for t in args[:5]:
+        t.requires_grad_(True)
+    out, alpha, meta = _front_end_quietly(*args, s["width"], s["height"], packed=False, **mv(theirs))
+    ((out * dev(cot[0])).sum() + (alpha * dev(cot[1])).sum()).backward()
+    got = meta["means2d"].grad
+    assert got is not None and got.shape == (3, 80, 2)
+    expect = _reference_means2d_grad(s, cot, ours, monkeypatch)
+    kept = (meta["radii"] > 0).all(-1).cpu()
+    assert kept.any(), "a scene whose cameras keep nothing tests nothing"
+    assert_close(got.cpu()[kept], expect[kept], torch.float64, factor=10, msg=name)
+    assert (got.cpu()[~kept] == 0).all()
+    assert expect[kept].abs().max() > 1e-6  # the loss reaches the kept means
 
 
 class _nothing:
@@ -521,42 +596,43 @@ def _box_of(means):
     return torch.round(means[:, 0] / 3.0).long()
 
 
-def _actor_params(N_per=60, seed=0):
+def _actor_params(N_per=60, seed=0, device="cpu"):
     g = torch.Generator().manual_seed(seed)
     means, ids = _actor_scene(g, n_per=N_per)
     N = means.shape[0]
     torch.manual_seed(seed)
-    return torch.nn.ParameterDict({
-        "means": torch.nn.Parameter(means.float()),
-        "scales": torch.nn.Parameter(torch.full((N, 3), math.log(0.08))),
-        "quats": torch.nn.Parameter(torch.randn(N, 4)),
-        "opacities": torch.nn.Parameter(torch.logit(torch.rand(N) * 0.5 + 0.3)),
-        "colors": torch.nn.Parameter(torch.rand(N, 3)),
-        "track_ids": torch.nn.Parameter(ids, requires_grad=False),
-    })
+    values = {"means": means.float(), "scales": torch.full((N, 3), math.log(0.08)), "quats": torch.randn(N, 4),
+              "opacities": torch.logit(torch.rand(N) * 0.5 + 0.3), "colors": torch.rand(N, 3), "track_ids": ids}
+    return torch.nn.ParameterDict({k: torch.nn.Parameter(v.to(device), requires_grad=k != "track_ids")
+                                   for k, v in values.items()})
 
 
-def _train_with(strategy, params, steps, post_kw, absgrad=False, per_camera=False, states=None):
+def _train_with(strategy, params, steps, post_kw, absgrad=False, per_camera=False, states=None, rig=None):
     """A short loop on nurec_ops.gsplat's rasterization with a gsplat
     strategy; checks shapes and track ids after every step; returns the
     Gaussian counts (and appends the strategy's state after each step to
     ``states``, if given). per_camera: the colours per camera ([C, N, 3],
-    two tints of the Gaussians' own, as an appearance module would give)."""
+    two tints of the Gaussians' own, as an appearance module would give).
+    rig: (viewmats, Ks, the front end's camera arguments) in place of two
+    plain pinholes."""
     optimizers = {k: torch.optim.Adam([params[k]], lr=1e-2) for k in ("means", "scales", "quats", "opacities",
                                                                        "colors")}
     strategy.check_sanity(params, optimizers)
     state = strategy.initialize_state()
-    V, K = tc.cameras(2, 48, 32, f=40.0, dist=9.0)
-    V, K = V.float(), K.float()
-    target = torch.rand(2, 32, 48, 3, generator=torch.Generator().manual_seed(3))
+    dev = params["means"].device
+    if rig is None:
+        V, K = tc.cameras(2, 48, 32, f=40.0, dist=9.0)
+        rig = (V.float(), K.float(), {})
+    V, K, cam = (rig[0].to(dev), rig[1].to(dev), rig[2])
+    target = torch.rand(V.shape[0], 32, 48, 3, generator=torch.Generator().manual_seed(3)).to(dev)
     counts = [params["means"].shape[0]]
     for step in range(steps):
         colors = params["colors"]
         if per_camera:
-            colors = colors[None] * torch.tensor([[[1.0, 0.9, 0.8]], [[0.8, 0.9, 1.0]]])
+            colors = colors[None] * torch.tensor([[[1.0, 0.9, 0.8]], [[0.8, 0.9, 1.0]]], device=dev)
         out, alpha, info = rasterization(params["means"], params["quats"], torch.exp(params["scales"]),
                                          torch.sigmoid(params["opacities"]), colors, V, K, 48, 32,
-                                         packed=post_kw.get("packed", False), absgrad=absgrad)
+                                         packed=post_kw.get("packed", False), absgrad=absgrad, **cam)
         loss = (out - target).abs().mean()
         strategy.step_pre_backward(params, optimizers, state, step, info)
         loss.backward()
@@ -631,6 +707,68 @@ def test_mcmc_strategy_relocates_and_adds_on_our_meta():
         assert (torch.sigmoid(params["opacities"].data) > 0.005).all()  # the dead were relocated
     finally:
         restore()
+
+
+def _ftheta_rolling_rig(C=3):
+    """A rig of C FTheta cameras (one polynomial, gsplat's
+    FThetaCameraDistortionParameters, strongly distorted at the rim) around
+    the actors' boxes, each with a top-to-bottom rolling shutter whose end
+    pose has moved 0.4 m: (viewmats, Ks, the front end's camera arguments)."""
+    w = pytest.importorskip("gsplat.cuda._wrapper")
+    V, K = tc.cameras(C, 48, 32, f=40.0, dist=9.0)
+    V, K = V.float(), K.float()
+    V_end = V.clone()
+    V_end[:, :3, 3] += torch.tensor([0.4, 0.0, 0.0])
+    ft = w.FThetaCameraDistortionParameters(
+        reference_poly=w.FThetaPolynomialType.ANGLE_TO_PIXELDIST, pixeldist_to_angle_poly=(0.0, 1 / 40.0, 0, 0, 0, 0),
+        angle_to_pixeldist_poly=(0.0, 40.0, -4.0, 0.5, 0.0, 0.0), max_angle=1.4, linear_cde=(1.0, 0.0, 0.0))
+    return V, K, dict(camera_model="ftheta", ftheta_coeffs=ft, with_ut=True, viewmats_rs=V_end,
+                      rolling_shutter=w.RollingShutterType.ROLLING_TOP_TO_BOTTOM)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["default", "default_absgrad", "mcmc"])
+def test_strategies_on_ftheta_rolling_rig(kind, device):
+    """gsplat's DefaultStrategy (with and without absgrad) and MCMCStrategy
+    densify through the front end on an FTheta rig with rolling shutter
+    (gsplat#726): the statistics they gather from meta (means2d.grad or
+    .absgrad, radii, width, height, n_cameras) under the camera model make
+    them grow, prune and relocate as on pinholes, the state keeps one row a
+    Gaussian, and actors keep their track ids."""
+    strategy_mod = pytest.importorskip("gsplat.strategy")
+    V, K, cam = _ftheta_rolling_rig()
+    cam = dict(cam, viewmats_rs=cam["viewmats_rs"].to(device))
+    params = _actor_params(device=device)
+    N = params["means"].shape[0]
+    states = []
+    if kind == "mcmc":
+        from nurec_ops.gsplat import patch_gsplat_strategy_ops
+        restore = patch_gsplat_strategy_ops()
+        try:
+            dead = torch.arange(N, device=device) % 5 == 0
+            with torch.no_grad():
+                params["opacities"][dead] = math.log(0.001 / 0.999)
+            strategy = strategy_mod.MCMCStrategy(cap_max=N + 30, refine_start_iter=1, refine_stop_iter=20,
+                                                 refine_every=3, min_opacity=0.005, verbose=False)
+            counts = _train_with(strategy, params, 16, dict(lr=1e-5), rig=(V, K, cam))
+        finally:
+            restore()
+        assert counts[-1] == N + 30, counts
+        assert (torch.sigmoid(params["opacities"].data) > 0.005).all()
+        return
+    absgrad = kind == "default_absgrad"
+    params["faint"] = torch.nn.Parameter(torch.arange(N, device=device) % 6 == 0, requires_grad=False)
+    with torch.no_grad():
+        params["opacities"][params["faint"]] = math.log(0.01 / 0.99)
+    strategy = strategy_mod.DefaultStrategy(refine_start_iter=2, refine_stop_iter=10, refine_every=3,
+                                            reset_every=1000, grow_grad2d=1e-5 if absgrad else 1e-6, prune_opa=0.05,
+                                            absgrad=absgrad, verbose=False)
+    counts = _train_with(strategy, params, 12, dict(packed=False), absgrad=absgrad, states=states, rig=(V, K, cam))
+    assert max(counts) > N, counts  # it grew on the distorted, rolling cameras' gradients
+    assert not params["faint"].any()  # and pruned the faint ones
+    first = states[0]
+    assert first["count"].max() <= V.shape[0] and (first["count"] > 0).any()  # seen by up to C cameras
+    assert (first["grad2d"] > 0).any()
 
 
 def test_patch_installs_fused_covariance(seed):
