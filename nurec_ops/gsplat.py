@@ -20,8 +20,8 @@ covariances nurec_ops' fused op), for any device. What nurec_ops does not do, it
 argument, never silently: see ``rasterization``'s docstring.
 
 Semantics are gsplat's classic path (SPEC section 3 is that convention:
-the Jacobian clamp, 0.3 px^2 dilation, opacity-aware culling at alpha
-1/255; images agree with gsplat's to 86-101 dB on its garden fixture,
+the Jacobian clamp, 0.3 px^2 dilation (``eps2d``'s default; other values
+are passed on), opacity-aware culling at alpha 1/255; images agree with gsplat's to 86-101 dB on its garden fixture,
 ``benchmarks/vs_gsplat.py``). One difference: the per-Gaussian alpha is
 capped at 0.99 (the 3DGS original and SPEC 3) where gsplat caps at 0.999.
 """
@@ -129,20 +129,20 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     and packing costs one host sync, as in gsplat; ``packed=False`` is
     sync-free.
 
-    Refused with an error naming the argument: ``packed=True`` with colours
-    or SH coefficients per camera and C > 1, ``eps2d`` other than 0.3,
-    ``radius_clip`` > 0,
+    Refused with an error naming the argument: ``packed=True`` with SH
+    coefficients per camera and C > 1, ``radius_clip`` > 0,
     ``absgrad=True`` with colors of more than 4 channels,
     ``camera_model="ortho"``,
     ``distributed``, ``sparse_grad``, ``segmented``, ``covars`` and batch
     dimensions.
 
     Per-camera colors [C, N, D] (``sh_degree=None``; what gsplat's trainer
-    passes with its appearance module, ``app_opt``) and per-camera SH
-    coefficients [C, N, K, 3] (with ``sh_degree``) are rendered one camera
-    a call (a trainer's batch of one camera: one call, as fast as [N, D];
-    for C > 1 each call bins its camera alone: docs/benchmarks.md
-    measured 1.3-2.8x the fwd+bwd of shared colours at C = 3).
+    passes with its appearance module, ``app_opt``) are the op's features
+    per camera: one call, as for [N, D]. Per-camera SH coefficients
+    [C, N, K, 3] (with ``sh_degree``) are rendered one camera a call (one
+    call for a trainer's batch of one camera; for C > 1 each call bins its
+    camera alone: docs/benchmarks.md measured 1.3-2.8x the fwd+bwd of
+    shared colours at C = 3 that way).
 
     Camera models and rolling shutter, which gsplat renders only with
     ``with_ut=True``: ``camera_model="pinhole"`` with ``radial_coeffs`` [C, 6]
@@ -158,8 +158,6 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     for large Gaussians near the edge of a wide lens (docs/benchmarks.md: 42.8 dB on
     a 120-degree FTheta street, 48.6 on a pinhole).
     """
-    if float(eps2d) != 0.3:
-        _unsupported("eps2d", eps2d, "the camera's dilation is SPEC 3's fixed 0.3 px^2")
     if radius_clip > 0:
         _unsupported("radius_clip", radius_clip, "every Gaussian that reaches alpha 1/255 is rendered")
     if rasterize_mode not in ("classic", "antialiased"):
@@ -200,10 +198,10 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     render_one = functools.partial(
         rasterize_camera, means, quats, scales, opacities, width=int(width), height=int(height), near=near_plane,
         far=far_plane, sh_degree=sh_degree if sh else None, return_meta=True, means2d_grad=grad,
-        absgrad=bool(absgrad) and grad, antialiased=rasterize_mode == "antialiased")
-    if packed and per_camera and viewmats.shape[0] > 1:
-        _unsupported("packed", packed, "with colours or SH coefficients per camera and C > 1 pass packed=False")
-    if per_camera:
+        absgrad=bool(absgrad) and grad, antialiased=rasterize_mode == "antialiased", eps2d=float(eps2d))
+    if packed and per_camera and sh and viewmats.shape[0] > 1:
+        _unsupported("packed", packed, "with SH coefficients per camera and C > 1 pass packed=False")
+    if per_camera and sh:  # SH coefficients per camera: the op evaluates one set per Gaussian, so a call a camera
         render, depth, alpha, m = _per_camera(render_one, feats, viewmats, Ks, bg, cam_kw, bool(absgrad) and grad)
     else:
         render, depth, alpha, m = render_one(feats, viewmats, Ks, backgrounds=bg, **cam_kw)
@@ -261,11 +259,10 @@ def _relay_grads(source, target, absgrad, place):
 
 
 def _per_camera(render_one, colors, viewmats, Ks, backgrounds, cam_kw, absgrad):
-    """gsplat's per-camera colors [C, N, D] (its trainer's appearance
-    module writes them) or SH coefficients [C, N, K, 3]: one call of the op
-    per camera, each with its own [N, D] colours or [N, K, 3] coefficients
-    (one call when C = 1, a trainer's usual batch), and the cameras'
-    outputs and meta stacked. With a means2d gradient, meta's
+    """gsplat's per-camera SH coefficients [C, N, K, 3]: one call of the op
+    per camera, each with its own [N, K, 3] coefficients (one call when
+    C = 1, a trainer's usual batch), and the cameras' outputs and meta
+    stacked. With a means2d gradient, meta's
     ``means2d`` is a leaf [C, N, 2] of its own whose ``.grad`` (and
     ``.absgrad``) each camera's leaf fills in as its gradient lands (a
     post-accumulate hook: no copy kernels until then, no host sync)."""

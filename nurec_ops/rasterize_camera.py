@@ -53,13 +53,15 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
                      near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, binning="auto",
                      capacity=None, on_overflow="warn", return_meta=False, means2d_grad=False,
                      absgrad=False, camera_model="pinhole", viewmats_end=None, shutter="global", antialiased=False,
-                     **model_args):
+                     eps2d=0.3, **model_args):
     """3D Gaussian splatting of world-space Gaussians into pinhole cameras.
 
     Args:
         means ``[N, 3]``, quats ``[N, 4]`` (w, x, y, z; normalized here),
         scales ``[N, 3]``, opacities ``[N]`` (activated): the Gaussians.
-        features: ``[N, D]`` (any D >= 1) or, with ``sh_degree`` 0..3, SH
+        features: ``[N, D]`` (any D >= 1), per camera ``[C, N, D]`` (each
+            (camera, Gaussian) item its own row: gsplat's per-camera colours;
+            their gradient is ``[C, N, D]``) or, with ``sh_degree`` 0..3, SH
             coefficients ``[N, K, 3]`` (K >= (sh_degree + 1)^2; the first
             (sh_degree + 1)^2 are used), evaluated per camera as
             ``SH(normalize(mean - camera centre)) + 0.5`` clamped at 0.
@@ -109,11 +111,13 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
             Each Gaussian is rendered with the pose at its own time.
         antialiased: gsplat's ``rasterize_mode="antialiased"`` (Mip-Splatting's
             compensated 2D filter): each (camera, Gaussian)'s opacity is
-            multiplied by ``sqrt(det(Sigma_2d) / det(Sigma_2d + 0.3 I))``, its
+            multiplied by ``sqrt(det(Sigma_2d) / det(Sigma_2d + eps2d I))``, its
             2D covariance before and after the dilation, so that the
             dilation does not brighten small or distant Gaussians; the
             1/255 cut and the footprint follow the compensated opacity.
             Differentiable through the compensation too.
+        eps2d: the dilation added to each 2D covariance's diagonal, px^2
+            (SPEC 3's 0.3; gsplat's ``eps2d``), in [0, 1e6].
 
     Returns:
         a named tuple ``(render [C, H, W, D], depth [C, H, W, 1], alpha
@@ -140,10 +144,11 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     into viewmats, Ks, near or far.
     """
     sh = -1 if sh_degree is None else int(sh_degree)
-    if sh < 0 and features.dim() == 3:
-        Ck.fail(_OP, "`features` is [N, K, 3] (SH coefficients) but `sh_degree` is None; pass sh_degree")
     width, height = int(width), int(height)
     C, N = _binning.leading(viewmats), _binning.leading(means)
+    if sh < 0 and features.dim() == 3 and tuple(features.shape[:2]) != (C, N):
+        Ck.fail(_OP, f"`features` is {list(features.shape)}: SH coefficients [N, K, 3] need `sh_degree`; "
+                f"features per camera are [C, N, D] (C = {C} cameras, N = {N} Gaussians)")
     D = 3 if sh >= 0 else (features.shape[-1] if features.dim() > 0 else 0)
     if absgrad and D > 4:  # the glue's rule (one CUDA pass of channels), checked before any work
         Ck.fail(_OP, f"`absgrad` supports at most 4 feature channels (RGB or SH), got {D}")
@@ -152,7 +157,8 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     rs_code, rs_end = _rolling_shutter.op_args(_OP, viewmats, viewmats_end, shutter)
     args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
             float(near), float(far), sh, segments, _SEGMENT_MIN)
-    tail = (code, model_params, rs_code, rs_end, bool(return_meta), bool(antialiased))  # meta: by the projection
+    # meta: by the projection
+    tail = (code, model_params, rs_code, rs_end, bool(return_meta), bool(antialiased), float(eps2d))
 
     def run(forward):
         return _binning.run_binned(_OP, lambda *a: forward(*a, *tail), args, means.device, (C, width, height),
@@ -172,8 +178,18 @@ def _check(op, means, quats, scales, opacities, features, viewmats, Ks, backgrou
     N = Ck.gaussians(op, means, quats, scales, opacities)
     if not -1 <= sh_degree <= 3:
         Ck.fail(op, f"`sh_degree` must be None or 0..3, got {sh_degree}")
-    if sh_degree < 0:
-        Ck.shape(op, "features", features, (N, -1), "[N, D] (N = means.shape[0]; or pass sh_degree for SH [N, K, 3])")
+    Ck.shape(op, "viewmats", viewmats, (-1, 4, 4), "[C, 4, 4]")
+    C = viewmats.shape[0]
+    if sh_degree < 0 and features.dim() == 3:  # per (camera, Gaussian) item
+        Ck.shape(op, "features", features, (C, N, -1),
+                 "[C, N, D] per camera (C = viewmats.shape[0], N = means.shape[0]), [N, D], or SH [N, K, 3] "
+                 "with `sh_degree`")
+        D, K = features.shape[2], 0
+        if D < 1:
+            Ck.fail(op, f"`features` must have at least one channel, got {list(features.shape)}")
+    elif sh_degree < 0:
+        Ck.shape(op, "features", features, (N, -1),
+                 "[N, D] (N = means.shape[0]), [C, N, D] per camera, or SH [N, K, 3] with sh_degree")
         D, K = features.shape[1], 0
         if D < 1:
             Ck.fail(op, f"`features` must have at least one channel, got {list(features.shape)}")
@@ -183,8 +199,6 @@ def _check(op, means, quats, scales, opacities, features, viewmats, Ks, backgrou
         need = (sh_degree + 1) ** 2
         if K < need:
             Ck.fail(op, f"`features` has K = {K} SH coefficients but sh_degree = {sh_degree} needs at least {need}")
-    Ck.shape(op, "viewmats", viewmats, (-1, 4, 4), "[C, 4, 4]")
-    C = viewmats.shape[0]
     Ck.shape(op, "Ks", Ks, (C, 3, 3), "[C, 3, 3] (C = viewmats.shape[0])")
     named = [("quats", quats), ("scales", scales), ("opacities", opacities), ("features", features),
              ("viewmats", viewmats), ("Ks", Ks)]
@@ -215,6 +229,11 @@ def _check_packed(op, C, means, name, code, codes, params, params_name, shape, w
     Ck.device(op, params_name, params, means, "means")
 
 
+def _check_eps2d(op, eps2d):
+    if not 0 <= eps2d <= 1e6:  # NaN fails too
+        Ck.fail(op, f"`eps2d` must be in [0, 1e6] px^2, got {eps2d}")
+
+
 def _check_model(op, C, means, camera_model, model_params):
     _check_packed(op, C, means, "camera_model", camera_model, tuple(_camera_models.CODES), model_params,
                   "model_params", (_camera_models.PARAMS,), "; packed by nurec_ops._camera_models")
@@ -228,9 +247,10 @@ def _check_shutter(op, C, means, shutter, viewmats_end):
 @torch.library.register_fake("nurec_ops::rasterize_camera_fwd")
 def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height, near, far,
           sh_degree, segments, segment_min, capacity, camera_model=0, model_params=None, shutter=0,
-          viewmats_end=None, meta=False, antialiased=False):
+          viewmats_end=None, meta=False, antialiased=False, eps2d=0.3):
     C, N, D, K = _check(_OP, means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width,
                         height, near, far, sh_degree)
+    _check_eps2d(_OP, eps2d)
     _check_model(_OP, C, means, camera_model, model_params)
     _check_shutter(_OP, C, means, shutter, viewmats_end)
     Ck.segments(_OP, segments, segment_min)
@@ -253,9 +273,10 @@ def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, op
                    Ks, backgrounds, records, counts, colors, isect_items, tile_ranges, final_T, last, status,
                    seg_state, seg_last, width, height, near, far, sh_degree, segment_min, camera_model=0,
                    model_params=None, shutter=0, viewmats_end=None, taus=None, absgrad=False, seg_later=None,
-                   means2d_grad=False, antialiased=False):
+                   means2d_grad=False, antialiased=False, eps2d=0.3):
     C, N, D, K = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats, Ks,
                         backgrounds, width, height, near, far, sh_degree)
+    _check_eps2d(_OP + "_backward", eps2d)
     _check_model(_OP + "_backward", C, means, camera_model, model_params)
     _check_shutter(_OP + "_backward", C, means, shutter, viewmats_end)
     e = means.new_empty
@@ -271,6 +292,7 @@ def _setup_context(ctx, inputs, output):
     shutter = inputs[18] if len(inputs) > 18 else 0
     viewmats_end = inputs[19] if len(inputs) > 19 else None
     ctx.antialiased = bool(inputs[21]) if len(inputs) > 21 else False  # the backward recomputes the projection
+    ctx.eps2d = float(inputs[22]) if len(inputs) > 22 else 0.3
     (_, _, _, records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, taus,
      seg_later) = output[:15]  # then SPEC 8's meta (means2d, radii, depths): no gradient
     ctx.set_materialize_grads(False)
@@ -297,7 +319,7 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False, means
     taus = saved[-2] if ctx.model[2] else None
     seg_later = saved[-1]
     width, height, near, far, sh_degree, segment_min = ctx.cfg
-    C, D = viewmats.shape[0], (3 if sh_degree >= 0 else features.shape[1])
+    C, D = viewmats.shape[0], (3 if sh_degree >= 0 else features.shape[-1])
     shape = (C, height, width)
     if g_render is None:
         g_render = means.new_zeros(shape + (D,))
@@ -306,7 +328,7 @@ def _backward_with_records(ctx, g_render, g_depth, g_alpha, absgrad=False, means
     gm, gq, gs, go, gf, grec, gm2d = ops.rasterize_camera_bwd(
         g_render, g_depth, g_alpha, means, quats, scales, opacities, features, viewmats, Ks, backgrounds,
         records, counts, colors, isect, ranges, final_T, last, status, seg_state, seg_last, width, height, near,
-        far, sh_degree, segment_min, *ctx.model, taus, absgrad, seg_later, means2d_grad, ctx.antialiased)
+        far, sh_degree, segment_min, *ctx.model, taus, absgrad, seg_later, means2d_grad, ctx.antialiased, ctx.eps2d)
     g_bg = None
     if ctx.has_bg and ctx.needs_input_grad[7 + getattr(ctx, "input_offset", 0)]:  # backgrounds
         ok = (status[1] == 0).to(g_render.dtype)

@@ -143,6 +143,24 @@ def _antialiased(scene_fn):
     return scene
 
 
+def _per_camera_features(scene_fn, D=3):
+    """gsplat's per-camera colours: features [C, N, D], each (camera,
+    Gaussian) item its own row (NUREC_RC_FEATURE_ROW)."""
+    def scene(large):
+        s = scene_fn(large)
+        C, N = s["viewmats"].shape[0], s["means"].shape[0]
+        s["features"] = torch.rand(C, N, D, dtype=s["features"].dtype)
+        return s
+    return scene
+
+
+def _eps2d(scene_fn, eps2d):
+    """gsplat's eps2d: the 2D dilation other than SPEC 3's 0.3 px^2."""
+    def scene(large):
+        return dict(scene_fn(large), eps2d=eps2d)
+    return scene
+
+
 def _camera_long(device, dtype):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(7)
@@ -333,6 +351,13 @@ CASES = [
     OpCase("camera-rolling-ftheta", make=_camera_make(_rolling(_model("ftheta"), "left_to_right")),
            data=MODEL_DATA["ftheta"], **CAMERA),
     OpCase("camera-antialiased-pinhole", make=_camera_make(_antialiased(_pinhole)), **CAMERA),
+    OpCase("camera-per-camera-features", make=_camera_make(_per_camera_features(_pinhole)), **CAMERA),
+    # 6 channels: two CUDA passes of 4, each reading its item's row at its offset
+    OpCase("camera-per-camera-features-d6-fisheye",
+           make=_camera_make(_per_camera_features(_model("fisheye"), D=6)), data=MODEL_DATA["fisheye"], **CAMERA),
+    OpCase("camera-eps2d-antialiased-pinhole", make=_camera_make(_eps2d(_antialiased(_pinhole), 0.1)), **CAMERA),
+    OpCase("camera-eps2d-opencv", make=_camera_make(_eps2d(_model("opencv"), 1.0)), data=MODEL_DATA["opencv"],
+           **CAMERA),
     OpCase("camera-antialiased-rolling-ftheta", make=_camera_make(_antialiased(_rolling(_model("ftheta")))),
            data=MODEL_DATA["ftheta"], **CAMERA),
     OpCase("lidar-global", make=_lidar_make(), inductor=True, **dict(LIDAR, parts=LIDAR_PARTS_ALL)),

@@ -114,7 +114,7 @@ def to(scene, device, dtype, grad=True, bg=False):
                 v = v.requires_grad_(True)
         out[k] = v
     if bg:
-        C, D = scene["viewmats"].shape[0], 3 if scene["sh_degree"] is not None else scene["features"].shape[1]
+        C, D = scene["viewmats"].shape[0], 3 if scene["sh_degree"] is not None else scene["features"].shape[-1]
         out["backgrounds"] = torch.rand(C, D, dtype=dtype, device=device).requires_grad_(grad)
     return out
 
@@ -394,6 +394,36 @@ def test_noncontiguous_and_empty(device):
     assert [tuple(t.shape) for t in run(nurec_ops.rasterize_camera, e)] == [(2, 16, 0, 3), (2, 16, 0, 1), (2, 16, 0, 1)]
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("D", [3, 6])
+def test_per_camera_features_are_each_cameras_own(D, device):
+    """features [C, N, D] (gsplat's per-camera colours): each camera's
+    image and its rows of the features' gradient are those of that camera
+    rendered alone with its own [N, D] (with D = 6, two CUDA passes of
+    channels); the Gaussians' gradients are the cameras' sums."""
+    s = to(random_scene(N=80, C=3, W=24, H=16, D=D), device, torch.float64, grad=False)
+    feats = torch.rand(3, 80, D, dtype=torch.float64, device=device, requires_grad=True)
+    keys = ("means", "quats", "scales", "opacities")
+    leaves = {k: s[k].detach().clone().requires_grad_(True) for k in keys}
+    out = run(nurec_ops.rasterize_camera, dict(s, **leaves, features=feats))
+    cots = [torch.randn_like(o) for o in out]
+    sum((o * c).sum() for o, c in zip(out, cots)).backward()
+    summed = {k: torch.zeros_like(v) for k, v in leaves.items()}
+    for c in range(3):
+        one = {k: v.detach().clone().requires_grad_(True) for k, v in leaves.items()}
+        f = feats[c].detach().clone().requires_grad_(True)
+        alone = run(nurec_ops.rasterize_camera, dict(s, **one, features=f, viewmats=s["viewmats"][c:c + 1],
+                                                      Ks=s["Ks"][c:c + 1]))
+        sum((o * cot[c:c + 1]).sum() for o, cot in zip(alone, cots)).backward()
+        for k, (a, b) in enumerate(zip(out, alone)):
+            assert_close(a[c:c + 1], b, torch.float64, msg=f"camera {c} output {k}")
+        assert_close(feats.grad[c], f.grad, torch.float64, msg=f"camera {c} features' gradient")
+        for k in keys:
+            summed[k] += one[k].grad
+    for k in keys:
+        assert_close(leaves[k].grad, summed[k], torch.float64, msg=k)
+
+
 # ------------------------------------------------------------------ errors
 
 ERRORS = [
@@ -402,6 +432,10 @@ ERRORS = [
     ("scales", changed(scales=lambda s: s["scales"].float())),
     ("opacities", changed(opacities=lambda s: s["opacities"][:, None])),
     ("features", changed(features=lambda s: s["features"][:, :0])),
+    # per camera [C, N, D]: C (2) and N (10) must match
+    ("features", changed(features=lambda s: s["features"][None].expand(3, -1, -1))),
+    ("features", changed(features=lambda s: s["features"][None, :9].expand(2, -1, -1))),
+    ("features", changed(features=lambda s: s["features"][None, :, :0].expand(2, -1, -1))),
     ("sh_degree", changed(features=lambda s: s["features"][:, None].expand(-1, 4, -1))),
     ("sh_degree", changed(sh_degree=4, features=lambda s: s["features"][:, None].expand(-1, 25, -1))),
     ("features", changed(sh_degree=2, features=lambda s: s["features"][:, None].expand(-1, 4, -1))),
@@ -409,6 +443,8 @@ ERRORS = [
     ("Ks", changed(Ks=lambda s: s["Ks"][:1])),
     ("backgrounds", changed(backgrounds=lambda s: torch.zeros(2, 4, dtype=torch.float64, device=s["means"].device))),
     ("near", changed(near=0.0)),
+    ("eps2d", changed(eps2d=-0.1)),
+    ("eps2d", changed(eps2d=float("nan"))),
     ("far", changed(far=0.001)),
     ("width", changed(width=-3)),
     ("means", changed(means=lambda s: s["means"].to(torch.int64))),

@@ -246,7 +246,7 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
     if (P > 0 && cudaMemsetAsync(p->grad_records, 0, el * NUREC_SPLAT_GREC_ROW(p->absgrad) * (size_t)P, s) !=
                      cudaSuccess)
         return NUREC_ERR_CUDA;
-    size_t gcol = sh ? el * 3 * (size_t)P : el * (size_t)(p->channels * N);
+    size_t gcol = sh ? el * 3 * (size_t)P : el * (size_t)(p->channels * (p->features_per_camera ? P : N));
     void* gcol_ptr = sh ? p->grad_colors : p->grad_features;
     if (gcol > 0 && cudaMemsetAsync(gcol_ptr, 0, gcol, s) != cudaSuccess) return NUREC_ERR_CUDA;
     if (C > 0 && p->width > 0 && p->height > 0 && p->channels > 0) {

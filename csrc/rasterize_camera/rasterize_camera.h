@@ -20,7 +20,7 @@
 extern "C" {
 #endif
 
-#define NUREC_RC_EPS2D 0.3        /* px^2 added to the 2D covariance diagonal */
+#define NUREC_RC_EPS2D 0.3        /* px^2 added to the 2D covariance diagonal: SPEC 3's, the default of eps2d */
 /* feature channels a CUDA tile pass composites (D = 3, 4: one pass); the
    grid's z dimension is cameras x passes */
 #define NUREC_RC_CHANNELS_PER_PASS 4
@@ -30,17 +30,25 @@ extern "C" {
 #define NUREC_RC_T_MIN NUREC_SPLAT_T_MIN
 #define NUREC_RC_THR_MARGIN NUREC_SPLAT_THR_MARGIN
 
+/* The features row of item `it` (c N + g): the item's own with features
+   per camera, else its Gaussian's. */
+#define NUREC_RC_FEATURE_ROW(p, it) ((p).features_per_camera ? (it) : (it) % (p).num_gaussians)
+
 typedef struct nurec_rasterize_camera_params {
     NUREC_SPLAT_PARAMS_FIELDS /* tiles/splat.h: the Gaussians, poses, binning, parts, gradients */
     int64_t num_cameras;     /* C */
     int width, height;       /* the cells: pixels */
     int sh_degree;           /* -1: features [N, D]; 0..3: SH [N, K, 3] */
+    int features_per_camera; /* without SH: features [C, N, D], a row per (camera, Gaussian) item
+                                (gsplat's per-camera colours), not [N, D]; NUREC_RC_FEATURE_ROW */
     int64_t sh_coeffs;       /* K */
     /* the camera's inputs, dense */
     const void* Ks;          /* [C, 3, 3] */
     int camera_model;        /* enum nurec_camera_model (sensors/camera_models.h) */
     const void* model_params; /* [C, NUREC_CAM_PARAMS] packed per camera, or NULL (pinhole) */
     int shutter;             /* enum nurec_shutter (sensors/rolling_shutter.h); viewmats_end with it */
+    double eps2d;            /* px^2 added to each 2D covariance's diagonal (SPEC 3: NUREC_RC_EPS2D;
+                                gsplat's eps2d), >= 0 */
     int antialiased;         /* gsplat's antialiased mode: each item's opacity times its
                                 compensation (rasterize_camera_math_generic.h: rc_opacity) */
     const void* backgrounds; /* [C, D] or NULL */

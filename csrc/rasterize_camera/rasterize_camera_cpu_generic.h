@@ -17,8 +17,8 @@ static void NR(rc_project_cpu)(const nurec_rasterize_camera_params* p) {
     }
 }
 
-/* Rows of item features: SH colours per (camera, Gaussian) item, or the
- * Gaussian's features. */
+/* Rows of item features: SH colours or features per (camera, Gaussian)
+ * item, or the Gaussian's features (NUREC_RC_FEATURE_ROW). */
 static NR(splat_rows) NR(rc_feature_rows)(const nurec_rasterize_camera_params* p, void* sh_base, void* base) {
     NR(splat_rows) r;
     if (p->sh_degree >= 0) {
@@ -28,7 +28,7 @@ static NR(splat_rows) NR(rc_feature_rows)(const nurec_rasterize_camera_params* p
     } else {
         r.base = (real_t*)base;
         r.stride = p->channels;
-        r.mod = p->num_gaussians;
+        r.mod = p->features_per_camera ? 0 : p->num_gaussians;
     }
     return r;
 }
@@ -75,7 +75,7 @@ static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
     const NR(splat_rows) feats = NR(rc_feature_rows)(p, p->colors, (void*)p->features);
     const NR(splat_rows) gfeats = NR(rc_feature_rows)(p, p->grad_colors, p->grad_features);
     memset(grec, 0, sizeof(real_t) * NUREC_SPLAT_GREC_ROW(p->absgrad) * (size_t)(C * N));
-    memset(gfeats.base, 0, sizeof(real_t) * (size_t)((sh ? C * 3 : D) * N));
+    memset(gfeats.base, 0, sizeof(real_t) * (size_t)((sh ? C * 3 : D * (p->features_per_camera ? C : 1)) * N));
     real_t* S = (real_t*)malloc(sizeof(real_t) * (size_t)(D > 0 ? D : 1));
     if (!S) return NUREC_ERR_TILES_ALLOC;
     for (int64_t c = 0; c < C; ++c)

@@ -272,7 +272,7 @@ __device__ __forceinline__ void NR(rc_forward_body)(const nurec_rasterize_camera
             NR(splat_stage_ldl)(r, xc, yc, e); /* the exponent as the step reads it (tiles/splat_math_generic.h) */
             e[NUREC_TREC_DEPTH] = r[NUREC_TREC_DEPTH]; /* slot 7 unread */
             const real_t* f = sh ? (const real_t*)p.colors + 3 * it
-                                 : (const real_t*)p.features + D * (it % p.num_gaussians);
+                                 : (const real_t*)p.features + D * NUREC_RC_FEATURE_ROW(p, it);
             for (int k = 0; k < RC_CH; ++k) e[NUREC_TREC_SIZE + k] = k < nch ? f[c0 + k] : (real_t)0;
             if (kPack) e[NUREC_TREC_SIZE + RC_CH - 1] = e[NUREC_TREC_DEPTH];
         }
@@ -489,7 +489,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             if (i >= cnt) continue;
             int64_t it = p.isect_items[start + e_end - 1 - i];
             s_it[i] = it;
-            s_gc[i] = (sh ? 3 * it : D * (it % N)) + c0;
+            s_gc[i] = (sh ? 3 * it : D * NUREC_RC_FEATURE_ROW(p, it)) + c0;
             const real_t* r = (const real_t*)p.records + NUREC_TREC_SIZE * it;
             real_t* e = s_e + RC_ENTRY * i;
             NR(splat_stage_ldl)(r, xc, yc, e); /* as the forward staged it: the same alpha bits */
@@ -498,7 +498,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             s_uv[2 * i] = r[NUREC_TREC_U] - xc;
             s_uv[2 * i + 1] = r[NUREC_TREC_V] - yc;
             const real_t* f = sh ? (const real_t*)p.colors + 3 * it
-                                 : (const real_t*)p.features + D * (it % N);
+                                 : (const real_t*)p.features + D * NUREC_RC_FEATURE_ROW(p, it);
             for (int k = 0; k < RC_CH; ++k) e[NUREC_TREC_SIZE + k] = k < nch ? f[c0 + k] : (real_t)0;
         }
         __syncthreads();
@@ -523,7 +523,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
                     real_t ga = NR(splat_composite_vjp)(a, r + NUREC_TREC_SIZE, RC_CH, r[NUREC_TREC_DEPTH], gf[h],
                                                      gz[h], gTa[h], &T[h], S[h], &Sz[h], &wt);
                     const real_t dx = lx - s_uv[2 * k], dy = ly[h] - s_uv[2 * k + 1];
-                    NR(splat_alpha_vjp_ldl)(r, oa, qe, t, wq, dx, dy, ga, gp);
+                    NR(splat_alpha_vjp_ldl)(r, oa, t, wq, dx, dy, ga, gp);
                     for (int q = 0; q < 6; ++q) v[q] += gp[q];
                     if (kAbs) { /* SPEC 8: the sum over pixels of each pixel's |.| */
                         av[0] += R_FABS(gp[0]);
@@ -535,6 +535,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             }
             const unsigned mask = __ballot_sync(0xffffffffu, contrib);
             if (mask == 0) continue;
+            v[5] *= R_EXP_STAGED(-r[5]); /* 1 / o: splat_alpha_vjp_ldl summed o exp(-sigma) */
             const int64_t it = s_it[k];
             real_t* g = grec + NUREC_SPLAT_GREC_ROW(kAbs) * it;
             real_t* gc = gcol + s_gc[k];

@@ -13,6 +13,7 @@ typedef struct NR(rc_camera) {
     real_t lim_x[2], lim_y[2];
     NR(cam_model) model; /* SPEC 6 (sensors/): pinhole, or a model in jets */
     int antialiased;     /* the call's antialiased mode (rc_opacity) */
+    real_t eps2d;        /* the call's dilation, px^2 (splat_cov2d) */
 } NR(rc_camera);
 
 NUREC_HD void NR(rc_camera_load)(const real_t* V, const real_t* K, int width, int height,
@@ -31,12 +32,14 @@ NUREC_HD void NR(rc_camera_load)(const real_t* V, const real_t* K, int width, in
     c->lim_y[1] = ((real_t)height - c->cy) / c->fy + (real_t)0.3 * tan_y;
     c->model.model = NUREC_CAM_PINHOLE;
     c->antialiased = 0;
+    c->eps2d = (real_t)NUREC_RC_EPS2D;
 }
 
 /* Camera c of a call: its pose, intrinsics and model. */
 NUREC_HD void NR(rc_camera_of)(const nurec_rasterize_camera_params* p, int64_t c, NR(rc_camera)* cam) {
     NR(rc_camera_load)((const real_t*)p->viewmats + 16 * c, (const real_t*)p->Ks + 9 * c, p->width, p->height, cam);
     cam->antialiased = p->antialiased;
+    cam->eps2d = (real_t)p->eps2d;
     if (p->camera_model == NUREC_CAM_PINHOLE || !p->model_params) return;
     NR(cam_model)* m = &cam->model;
     m->model = p->camera_model;
@@ -162,7 +165,7 @@ NUREC_HD real_t NR(rc_opacity)(const NR(rc_camera)* cam, NR(rc_proj)* P, real_t 
 NUREC_HD void NR(rc_opacity_vjp)(const NR(rc_camera)* cam, const NR(rc_proj)* P, real_t* g5, real_t dT[6]) {
     if (!cam->antialiased) return;
     const real_t k = *g5 * P->o / (2 * P->rho), w = 1 - P->rho * P->rho;
-    const real_t e = (real_t)NUREC_RC_EPS2D / P->det;
+    const real_t e = cam->eps2d / P->det;
     const real_t s00 = k * (w * P->c / P->det - e), s01 = -k * w * P->b / P->det, s11 = k * (w * P->a / P->det - e);
     const real_t* T = P->T;
     for (int j = 0; j < 3; ++j) {
@@ -206,7 +209,7 @@ NUREC_HD int NR(rc_project_model)(const NR(rc_camera)* cam, const real_t q[4], c
     for (int r = 0; r < 2; ++r)
         for (int k = 0; k < 3; ++k)
             P->T[3 * r + k] = P->J[3 * r] * P->RM[k] + P->J[3 * r + 1] * P->RM[3 + k] + P->J[3 * r + 2] * P->RM[6 + k];
-    NR(splat_cov2d)(P->T, (real_t)NUREC_RC_EPS2D, &P->a, &P->b, &P->c, &P->det);
+    NR(splat_cov2d)(P->T, cam->eps2d, &P->a, &P->b, &P->c, &P->det);
     rec[NUREC_TREC_U] = uv[0].v;
     rec[NUREC_TREC_V] = uv[1].v;
     if (!(P->det > 0) || !(uv[0].v == uv[0].v) || !(uv[1].v == uv[1].v)) return 0;
@@ -276,7 +279,7 @@ NUREC_HD int NR(rc_project)(const NR(rc_camera)* cam, const real_t m[3], const r
         P->T[k] = j[0] * P->RM[k] + j[1] * P->RM[6 + k];
         P->T[3 + k] = j[2] * P->RM[3 + k] + j[3] * P->RM[6 + k];
     }
-    NR(splat_cov2d)(P->T, (real_t)NUREC_RC_EPS2D, &P->a, &P->b, &P->c, &P->det);
+    NR(splat_cov2d)(P->T, cam->eps2d, &P->a, &P->b, &P->c, &P->det);
     NR(pinhole_pixel)(cam->fx, cam->fy, cam->cx, cam->cy, P->p, &rec[NUREC_TREC_U], &rec[NUREC_TREC_V]);
     if (!(P->det > 0)) return 0;
     rec[NUREC_TREC_O] = NR(rc_opacity)(cam, P, o);

@@ -46,6 +46,14 @@ void rc_shutter(const char* op, RcInputs& in, int64_t shutter, const std::option
     in.p.viewmats_end = in.viewmats_end.data_ptr();
 }
 
+// gsplat's rasterize modes: antialiased (each item's opacity times its
+// compensation) and eps2d, the dilation added to each 2D covariance.
+void rc_filter(const char* op, RcInputs& in, bool antialiased, double eps2d) {
+    NUREC_CHECK(eps2d >= 0 && eps2d <= 1e6, "nurec_ops.", op, ": `eps2d` must be in [0, 1e6] px^2, got ", eps2d);
+    in.p.antialiased = antialiased ? 1 : 0;
+    in.p.eps2d = eps2d;
+}
+
 // SPEC 6: the camera model's code and its packed parameters per camera
 // [C, NUREC_CAM_PARAMS] (nurec_ops/_camera_models.py packs them).
 void rc_model(const char* op, RcInputs& in, int64_t camera_model, const std::optional<Tensor>& model_params) {
@@ -72,8 +80,20 @@ RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     NUREC_CHECK(sh_degree >= -1 && sh_degree <= 3, "nurec_ops.", op,
                     ": `sh_degree` must be None or 0..3, got ", sh_degree);
     int64_t D, K = 0;
-    if (sh_degree < 0) {
-        check_shape(op, "features", features, {N, -1}, "[N, D] (N = means.shape[0]; or pass sh_degree for SH [N, K, 3])");
+    check_shape(op, "viewmats", viewmats, {-1, 4, 4}, "[C, 4, 4]");
+    const int64_t C = viewmats.size(0);
+    // without SH, features per Gaussian [N, D] or per (camera, Gaussian) item [C, N, D]
+    const bool per_camera = sh_degree < 0 && features.dim() == 3;
+    if (per_camera) {
+        check_shape(op, "features", features, {C, N, -1},
+                    "[C, N, D] per camera (C = viewmats.shape[0], N = means.shape[0]), [N, D], or SH [N, K, 3] "
+                    "with `sh_degree`");
+        D = features.size(2);
+        NUREC_CHECK(D >= 1, "nurec_ops.", op, ": `features` must have at least one channel, got ",
+                        shape_str(features));
+    } else if (sh_degree < 0) {
+        check_shape(op, "features", features, {N, -1},
+                    "[N, D] (N = means.shape[0]), [C, N, D] per camera, or SH [N, K, 3] with sh_degree");
         D = features.size(1);
         NUREC_CHECK(D >= 1, "nurec_ops.", op, ": `features` must have at least one channel, got ",
                         shape_str(features));
@@ -85,8 +105,6 @@ RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, con
                         " SH coefficients but sh_degree = ", sh_degree, " needs at least ", need);
         D = 3;
     }
-    check_shape(op, "viewmats", viewmats, {-1, 4, 4}, "[C, 4, 4]");
-    const int64_t C = viewmats.size(0);
     check_shape(op, "Ks", Ks, {C, 3, 3}, "[C, 3, 3] (C = viewmats.shape[0])");
     check_like_means(op, means, {{"quats", &quats}, {"scales", &scales}, {"opacities", &opacities},
                                  {"features", &features}, {"viewmats", &viewmats}, {"Ks", &Ks}});
@@ -129,6 +147,7 @@ RcInputs rc_inputs(const char* op, const Tensor& means, const Tensor& quats, con
     p.tiles_y = (int)((height + NUREC_TILE - 1) / NUREC_TILE);
     p.channels = D;
     p.sh_degree = (int)sh_degree;
+    p.features_per_camera = per_camera ? 1 : 0;
     p.sh_coeffs = K;
     p.near_plane = near_plane;
     p.far_plane = far_plane;
@@ -163,13 +182,14 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
                                          double far_plane, int64_t sh_degree, int64_t segments,
                                          int64_t segment_min, int64_t capacity, int64_t camera_model,
                                          std::optional<Tensor> model_params, int64_t shutter,
-                                         std::optional<Tensor> viewmats_end, bool meta, bool antialiased) {
+                                         std::optional<Tensor> viewmats_end, bool meta, bool antialiased,
+                                         double eps2d) {
     const char* op = "rasterize_camera";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
     rc_model(op, in, camera_model, model_params);
     rc_shutter(op, in, shutter, viewmats_end);
-    in.p.antialiased = antialiased ? 1 : 0;
+    rc_filter(op, in, antialiased, eps2d);
     nurec_rasterize_camera_params& p = in.p;
     const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
     Tensor taus = empty_like_shape(in.means, {shutter != NUREC_SHUTTER_GLOBAL ? C : 0, N});
@@ -218,13 +238,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_cam
     Tensor seg_state, Tensor seg_last, int64_t width, int64_t height, double near_plane, double far_plane,
     int64_t sh_degree, int64_t segment_min, int64_t camera_model, std::optional<Tensor> model_params,
     int64_t shutter, std::optional<Tensor> viewmats_end, std::optional<Tensor> taus, bool absgrad,
-    std::optional<Tensor> seg_later, bool means2d_grad, bool antialiased) {
+    std::optional<Tensor> seg_later, bool means2d_grad, bool antialiased, double eps2d) {
     const char* op = "rasterize_camera_backward";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
     rc_model(op, in, camera_model, model_params);
     rc_shutter(op, in, shutter, viewmats_end);
-    in.p.antialiased = antialiased ? 1 : 0; /* as the forward's: its projection is recomputed */
+    rc_filter(op, in, antialiased, eps2d); /* as the forward's: its projection is recomputed */
     Tensor taus_d;
     if (shutter != NUREC_SHUTTER_GLOBAL) {
         NUREC_CHECK(taus.has_value(), "nurec_ops.", op, ": `taus` (the forward's output) is needed for shutter ",
@@ -268,8 +288,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_cam
     p.grad_colors = grad_colors.data_ptr();
     Tensor grad_means2d = splat_means2d_grad_output(in.means, p, C, means2d_grad);
     SplatGrads g = splat_grads(in.means, p,
-                               sh_degree >= 0 ? empty_like_shape(in.means, {N, p.sh_coeffs, 3})
-                                              : empty_like_shape(in.means, {N, D}));
+                               sh_degree >= 0          ? empty_like_shape(in.means, {N, p.sh_coeffs, 3})
+                               : p.features_per_camera ? empty_like_shape(in.means, {C, N, D})
+                                                       : empty_like_shape(in.means, {N, D}));
     splat_check_status(op, launch(op, in.means, p, nurec_rasterize_camera_backward_cpu,
                                   NUREC_CUDA_ONLY(nurec_rasterize_camera_backward_cuda)));
     return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records, grad_means2d};
@@ -283,7 +304,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor features, Tensor viewmats, Tensor Ks, Tensor? backgrounds, int width, "
           "int height, float near, float far, int sh_degree, int segments, int segment_min, "
           "int capacity, int camera_model=0, Tensor? model_params=None, int shutter=0, "
-          "Tensor? viewmats_end=None, bool meta=False, bool antialiased=False) -> (Tensor render, "
+          "Tensor? viewmats_end=None, bool meta=False, bool antialiased=False, float eps2d=0.3) -> (Tensor render, "
           "Tensor depth, Tensor alpha, Tensor records, Tensor counts, Tensor colors, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
           "Tensor seg_state, Tensor seg_last, Tensor taus, Tensor seg_later, Tensor means2d, "
@@ -295,7 +316,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor status, Tensor seg_state, Tensor seg_last, int width, int height, float near, "
           "float far, int sh_degree, int segment_min, int camera_model=0, Tensor? model_params=None, "
           "int shutter=0, Tensor? viewmats_end=None, Tensor? taus=None, bool absgrad=False, "
-          "Tensor? seg_later=None, bool means2d_grad=False, bool antialiased=False) -> (Tensor, Tensor, Tensor, "
+          "Tensor? seg_later=None, bool means2d_grad=False, bool antialiased=False, float eps2d=0.3) -> (Tensor, "
+          "Tensor, Tensor, "
           "Tensor, Tensor, Tensor grad_records, Tensor grad_means2d)");
 }
 

@@ -215,10 +215,13 @@ NUREC_HD int NR(splat_alpha_ldl)(const real_t* e, real_t x, real_t y, real_t* a,
 
 /* The gradient of (u, v, A, B, C, o) from splat_alpha_ldl's values at a
  * pixel, d = (dx, dy) its offset from (u, v): A dx + B dy = 2 al t / S and
- * B dx + C dy = 2 (ga t + be w) / S (the squares' definitions), exp(-sigma)
- * = R_EXP_STAGED(qe - L). */
-NUREC_HD void NR(splat_alpha_vjp_ldl)(const real_t* e, real_t oa, real_t qe, real_t t, real_t w, real_t dx,
-                                      real_t dy, real_t g_alpha, real_t g[6]) {
+ * B dx + C dy = 2 (ga t + be w) / S (the squares' definitions). The
+ * opacity's, g[5], is left times o (g_alpha o exp(-sigma), from oa): the
+ * caller divides an entry's sum over its pixels by o once (rasterize_camera's
+ * backward: R_EXP_STAGED(-L)), where exp(-sigma) = R_EXP_STAGED(qe - L) took
+ * a second exponential at every pixel. */
+NUREC_HD void NR(splat_alpha_vjp_ldl)(const real_t* e, real_t oa, real_t t, real_t w, real_t dx, real_t dy,
+                                      real_t g_alpha, real_t g[6]) {
     if (oa > (real_t)NUREC_SPLAT_ALPHA_MAX) return; /* clamped at 0.99 */
     const real_t gs = -g_alpha * oa;               /* dL/dsigma */
     const real_t k = gs * (real_t)(2.0 / R_STAGED_SCALE);
@@ -227,7 +230,7 @@ NUREC_HD void NR(splat_alpha_vjp_ldl)(const real_t* e, real_t oa, real_t qe, rea
     g[2] += gs * (real_t)0.5 * dx * dx;
     g[3] += gs * dx * dy;
     g[4] += gs * (real_t)0.5 * dy * dy;
-    g[5] += g_alpha * R_EXP_STAGED(qe - e[5]);
+    g[5] += g_alpha * oa; /* times o: see above */
 }
 
 /* VJP of splat_alpha: adds the gradient of (u, v, A, B, C, o) to g[0..5]

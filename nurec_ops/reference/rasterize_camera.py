@@ -59,7 +59,7 @@ def camera_centres(viewmats):
     return -torch.einsum("...ji,...j->...i", R, t)
 
 
-def project(means, quats, scales, viewmats, Ks, valid, width, height, antialiased=False):
+def project(means, quats, scales, viewmats, Ks, valid, width, height, antialiased=False, eps2d=EPS2D):
     """EWA projection of N Gaussians into C cameras: (u, v) [C,N,2], conic
     (A, B, C) [C,N,3], camera z [C,N] (and, with ``antialiased``, gsplat's
     opacity compensation [C,N]: composite.compensation). The Jacobian is
@@ -81,7 +81,7 @@ def project(means, quats, scales, viewmats, Ks, valid, width, height, antialiase
     J = torch.stack((torch.stack((fx * iz, zero, -fx * tx * iz * iz), -1),
                      torch.stack((zero, fy * iz, -fy * ty * iz * iz), -1)), -2)  # [C,N,2,3]
     T = composite.ewa_factor(J, R, quats, scales)
-    a, b, c, det = composite.ewa_cov2d(J, R, quats, scales, EPS2D, factor=T)
+    a, b, c, det = composite.ewa_cov2d(J, R, quats, scales, eps2d, factor=T)
     conic = torch.stack((c / det, -b / det, a / det), -1)
     uv = torch.stack((fx * x * iz + cx, fy * y * iz + cy), -1)
     if antialiased:
@@ -94,7 +94,8 @@ _MODEL_ARGS = {"pinhole": ("Ks",), "opencv": ("Ks", "radial", "tangential", "thi
                "ftheta": ("principal_point", "angle_to_pixel", "linear_cde", "max_angle")}
 
 
-def project_model(model, means, quats, scales, viewmats, cam, near, far, width, height, antialiased=False):
+def project_model(model, means, quats, scales, viewmats, cam, near, far, width, height, antialiased=False,
+                  eps2d=EPS2D):
     """EWA projection through camera model ``model`` (SPEC section 6): the
     mean exactly through the model, the covariance through the model's
     Jacobian at the mean (by autograd, so gradients flow through it), plus
@@ -135,7 +136,7 @@ def project_model(model, means, quats, scales, viewmats, cam, near, far, width, 
 
     uv, J = torch.func.vmap(one_camera)(p, q, batched)  # [C,N,2], [C,N,2,3]
     T = composite.ewa_factor(J, R, quats, scales)
-    a, b, c, det = composite.ewa_cov2d(J, R, quats, scales, EPS2D, factor=T)
+    a, b, c, det = composite.ewa_cov2d(J, R, quats, scales, eps2d, factor=T)
     conic = torch.stack((c / det, -b / det, a / det), -1)
     if antialiased:
         return uv, conic, p[..., 2], valid, composite.compensation(T, det)
@@ -185,7 +186,7 @@ def own_times(model, means, viewmats, sp, shutter, cam, near, far, width, height
 
 def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
                      near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, camera_model="pinhole",
-                     viewmats_end=None, shutter="global", antialiased=False, **model_args):
+                     viewmats_end=None, shutter="global", antialiased=False, eps2d=EPS2D, **model_args):
     """Pure-PyTorch twin of :func:`nurec_ops.rasterize_camera`, with the
     camera models of SPEC section 6 (``camera_model`` and its per-camera
     arguments: radial, tangential, thin_prism for "opencv"; radial,
@@ -194,7 +195,8 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     and SPEC 7's rolling shutter (``viewmats_end``, ``shutter``: each
     Gaussian rendered with the pose at its own time, by own_times), and
     gsplat's antialiased mode (``antialiased``: each item's opacity times
-    composite.compensation)."""
+    composite.compensation), ``eps2d``, the 2D dilation (SPEC 3's 0.3), and
+    features ``[N, D]`` or per camera ``[C, N, D]``."""
     from .. import _rolling_shutter as RS
 
     C, N = viewmats.shape[0], means.shape[0]
@@ -213,10 +215,10 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     if camera_model == "pinhole":
         z_all = camera_points(viewmats, means)[..., 2]
         valid = (z_all > near) & (z_all < far)  # [C,N]
-        out = project(means, quats, scales, viewmats, Ks, valid, W, H, antialiased)
+        out = project(means, quats, scales, viewmats, Ks, valid, W, H, antialiased, eps2d)
         uv, conic, z = out[:3]
     else:
-        out = project_model(camera_model, means, quats, scales, viewmats, cam, near, far, W, H, antialiased)
+        out = project_model(camera_model, means, quats, scales, viewmats, cam, near, far, W, H, antialiased, eps2d)
         uv, conic, z, valid = out[:4]
     o = opacities[None] * out[-1] if antialiased else opacities  # [C,N] with antialiased
     if sh_degree is not None:
@@ -228,7 +230,7 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
         col = torch.einsum("cnk,nkd->cnd", sh_basis(sh_degree, d), features[:, :n]) + 0.5
         col = torch.clamp_min(col, 0.0)
     else:
-        col = features[None].expand(C, N, features.shape[-1])
+        col = features if features.dim() == 3 else features[None].expand(C, N, features.shape[-1])  # [C, N, D]
     # depth order per camera (stable: equal depths keep Gaussian order)
     o, valid, uv, conic, z, col = composite.sort_front_to_back(z, valid, o, uv, conic, z, col)
     px = torch.arange(W, dtype=means.dtype, device=means.device) + 0.5

@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
         if (ok && aref > 0) {
             ++counted;
             a64 = fmax(a64, (double)fabsl(al - aref));
-            splat_alpha_vjp_ldl_f64(e, oa, qe, t, w, px - r[0], py - r[1], ga, g);
+            splat_alpha_vjp_ldl_f64(e, oa, t, w, px - r[0], py - r[1], ga, g);
+            g[5] /= r[NUREC_TREC_O]; /* left times o: the caller divides by o once an entry */
             g64 = fmax(g64, vjp_err(gref, g));
         }
         /* float32 (the host's expf: scale 1), and the plain float32 form beside it */
@@ -96,7 +97,8 @@ int main(int argc, char** argv) {
         if (okf && aref > 0) {
             double gd[6];
             a32 = fmax(a32, (double)fabsl(alf - aref));
-            splat_alpha_vjp_ldl_f32(ef, oaf, qef, tf, wf, dxf, dyf, (float)ga, h);
+            splat_alpha_vjp_ldl_f32(ef, oaf, tf, wf, dxf, dyf, (float)ga, h);
+            h[5] /= rf[NUREC_TREC_O];
             for (int k = 0; k < 6; ++k) gd[k] = h[k];
             g32 = fmax(g32, vjp_err(gref, gd));
         }
