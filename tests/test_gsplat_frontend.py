@@ -595,7 +595,7 @@ def test_means2d_grad_under_camera_models_and_rolling_shutter(case, device, monk
     cot = [torch.randn(3, 28, 40, 3, generator=g, dtype=torch.float64),
            torch.randn(3, 28, 40, 1, generator=g, dtype=torch.float64)]
     dev = lambda t: t.to(device) if isinstance(t, torch.Tensor) else t  # noqa: E731
-    mv = lambda v: {k: (dev(x) if k == "viewmats_rs" else x) for k, x in v.items()}  # noqa: E731
+    mv = lambda v: {k: dev(x) for k, x in v.items()}  # noqa: E731
     args = [dev(s[k].detach()) for k in ("means", "quats", "scales", "opacities", "features", "viewmats", "Ks")]
     for t in args[:5]:
         t.requires_grad_(True)

@@ -3,7 +3,7 @@
 # (the registry's camera and lidar parity and parts rows, the rasterizers'
 # own, the real inputs'), in the tree at the working directory; after each,
 # a line with the seconds since $T0 and the label $1. Racecheck takes
-# ~180 s on the H200 (session 34), memcheck ~20 s.
+# ~180 s on the H200 and ~235 s on an H100, memcheck ~20 s.
 TESTS=${TESTS_DIR:-tests}
 for tool in memcheck racecheck; do
     timeout $([ $tool = racecheck ] && echo 300 || echo 120) compute-sanitizer --tool $tool --print-limit 5 python3 -m pytest -q -m "gpu and sanitize" \
