@@ -94,4 +94,4 @@ def named_outputs(op_name, count, rename=None, extra=()):
     rename = rename or {}
     returns = getattr(ops, op_name).default._schema.returns[:count]
     fields = [rename.get(r.name, r.name) for r in returns] + list(extra)
-    return collections.namedtuple(op_name.replace("_fwd", "") + "_outputs" + ("_meta" if extra else ""), fields)
+    return collections.namedtuple(op_name.replace("_fwd", "") + "_outputs" + "".join("_" + e for e in extra), fields)

@@ -166,12 +166,15 @@ def means2d_grad_function(autograd_op, setup_context, backward_with_records):
                                                    "backward": staticmethod(backward)})
 
 
-def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_grad, outputs, absgrad=False):
+def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_grad, outputs, absgrad=False,
+                  median=None):
     """The rasterizers' common tail: checks the flags, runs ``run(forward)``
     (the binned forward, asked for its meta when return_meta) through
     ``with_m2d`` when the means2d gradient is wanted, and returns the
     outputs as ``outputs[0]`` (named tuple), or with their Meta as
-    ``outputs[1]`` if asked."""
+    ``outputs[1]`` if asked. ``median``, if given, maps the forward op's
+    outputs to the median depth (nurec_ops._median), returned after the
+    first three outputs (``outputs`` then name it)."""
     from . import _checks
 
     if means2d_grad and not return_meta:
@@ -186,6 +189,7 @@ def run_with_meta(op, run, forward, with_m2d, like, C, N, return_meta, means2d_g
         out = run(lambda *a: with_m2d.apply(m2d, bool(absgrad), *a))
     else:
         out = run(forward)
+    extra = () if median is None else (median(out),)
     if return_meta:
-        return outputs[1](out[0], out[1], out[2], meta_of(out, m2d))
-    return outputs[0](out[0], out[1], out[2])
+        return outputs[1](out[0], out[1], out[2], *extra, meta_of(out, m2d))
+    return outputs[0](out[0], out[1], out[2], *extra)

@@ -6,6 +6,7 @@ import torch
 
 from . import _binning
 from . import _camera_models
+from . import _median
 from . import _checks as Ck
 from . import _rolling_shutter
 from ._library import AutogradOp, named_outputs, ops
@@ -53,7 +54,7 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
                      near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, binning="auto",
                      capacity=None, on_overflow="warn", return_meta=False, means2d_grad=False,
                      absgrad=False, camera_model="pinhole", viewmats_end=None, shutter="global", antialiased=False,
-                     eps2d=0.3, **model_args):
+                     eps2d=0.3, median_depth=False, **model_args):
     """3D Gaussian splatting of world-space Gaussians into pinhole cameras.
 
     Args:
@@ -118,6 +119,12 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
             Differentiable through the compensation too.
         eps2d: the dilation added to each 2D covariance's diagonal, px^2
             (SPEC 3's 0.3; gsplat's ``eps2d``), in [0, 1e6].
+        median_depth: also return ``median_depth [C, H, W, 1]`` after
+            alpha (gsplat issue 930): per pixel the camera z of its median
+            Gaussian, the first in compositing order after which the
+            pixel's transmittance is at most 0.5 (0 where alpha < 0.5; NaN
+            for an overflowed call). Differentiable: its gradient flows into
+            that Gaussian's mean (nurec_ops._median).
 
     Returns:
         a named tuple ``(render [C, H, W, D], depth [C, H, W, 1], alpha
@@ -163,8 +170,15 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     def run(forward):
         return _binning.run_binned(_OP, lambda *a: forward(*a, *tail), args, means.device, (C, width, height),
                                    C * N, binning, capacity, on_overflow, report=10)
-    return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad, _OUTPUTS,
-                         absgrad)
+
+    median = None
+    if median_depth:
+        def median(out):  # the forward op's records, isect_items, tile_ranges, status and taus
+            items = ops.rasterize_camera_median(out[3].detach(), out[6], out[7], out[10], width, height)
+            poses = _median.item_poses(_OP, viewmats, viewmats_end, shutter, out[13], N)
+            return _median.median_of(items, _median.camera_depths(poses, means))
+    return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad,
+                         _OUTPUTS_MEDIAN if median_depth else _OUTPUTS, absgrad, median)
 
 
 def check_overflow():
@@ -345,3 +359,11 @@ _FORWARD = AutogradOp("rasterize_camera_fwd", op_backward(_backward_with_records
 _WITH_MEANS2D = means2d_grad_function(_FORWARD, _setup_context, _backward_with_records)
 # (render, depth, alpha) and (render, depth, alpha, meta), named as the op's schema names them
 _OUTPUTS = (named_outputs("rasterize_camera_fwd", 3), named_outputs("rasterize_camera_fwd", 3, extra=("meta",)))
+_OUTPUTS_MEDIAN = (named_outputs("rasterize_camera_fwd", 3, extra=("median_depth",)),
+                   named_outputs("rasterize_camera_fwd", 3, extra=("median_depth", "meta")))
+
+
+@torch.library.register_fake("nurec_ops::rasterize_camera_median")
+def _fake_median(records, isect_items, tile_ranges, status, width, height):
+    return _median.fake_median(_OP + "_median", records, isect_items, tile_ranges, status, int(height), int(width),
+                               _TILE, _TILE)

@@ -7,6 +7,7 @@ import os
 import torch
 
 from . import _binning
+from . import _median
 from . import _checks as Ck
 from ._lidar_table import canonical_columns, cell_size, row_search, row_search_levels
 from ._library import AutogradOp, named_outputs, ops
@@ -39,7 +40,7 @@ def default_eps2d(num_columns):
 def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
                     row_azimuth_offsets, near=0.5, far=200.0, eps2d=None, *, binning="auto", capacity=None,
                     on_overflow="warn", return_meta=False, means2d_grad=False, absgrad=False, viewmats_end=None,
-                    column_times=None):
+                    column_times=None, median_depth=False):
     """3D Gaussian splatting of world-space Gaussians into spinning lidars.
 
     Args:
@@ -76,6 +77,12 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
             ``means2d`` in (azimuth, elevation) radians, ``radii`` in cells
             (the ellipse's half-extents over the table's mean column and row
             spacing), ``depths`` the ranges of the means.
+        median_depth: also return ``median_range [C, R, W, 1]`` after alpha
+            (gsplat issue 930): per ray the range of its median Gaussian, the
+            first in compositing order after which the ray's transmittance
+            is at most 0.5 (0 where alpha < 0.5; NaN for an overflowed
+            call). Differentiable: its gradient flows into that Gaussian's
+            mean (nurec_ops._median).
 
     Returns:
         a named tuple ``(features [C, R, W, D], range [C, R, W, 1], alpha
@@ -134,8 +141,16 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
         return _binning.run_binned(_OP, lambda *a: forward(*a, *tail), args, means.device,
                                    (C, _binning.leading(row_elevations), W), C * N, binning, capacity, on_overflow,
                                    report=9)
-    return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad, _OUTPUTS,
-                         absgrad)
+
+    median = None
+    if median_depth:
+        def median(out):  # the forward op's records, isect_items, tile_ranges, status and taus
+            items = ops.rasterize_lidar_median(out[3].detach(), out[5], out[6], out[9], row_elevations.detach(),
+                                               col_az, col_order, row_azimuth_offsets.detach())
+            poses = _median.item_poses(_OP, viewmats, viewmats_end, "top_to_bottom", out[12], N)
+            return _median.median_of(items, _median.lidar_ranges(poses, means))
+    return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad,
+                         _OUTPUTS_MEDIAN if median_depth else _OUTPUTS, absgrad, median)
 
 
 def default_column_times(column_azimuths):
@@ -321,3 +336,25 @@ _WITH_MEANS2D = means2d_grad_function(_FORWARD, _setup_context, _backward_with_r
 _RENAME = {"features_out": "features"}
 _OUTPUTS = (named_outputs("rasterize_lidar_fwd", 3, _RENAME),
             named_outputs("rasterize_lidar_fwd", 3, _RENAME, extra=("meta",)))
+_OUTPUTS_MEDIAN = (named_outputs("rasterize_lidar_fwd", 3, _RENAME, extra=("median_range",)),
+                   named_outputs("rasterize_lidar_fwd", 3, _RENAME, extra=("median_range", "meta")))
+
+
+@torch.library.register_fake("nurec_ops::rasterize_lidar_median")
+def _fake_median(records, isect_items, tile_ranges, status, row_elevations, column_azimuths, column_order,
+                 row_azimuth_offsets):
+    op = _OP + "_median"
+    Ck.shape(op, "row_elevations", row_elevations, (-1,), "[R]")
+    Ck.shape(op, "column_azimuths", column_azimuths, (-1,), "[W]")
+    R, W = row_elevations.shape[0], column_azimuths.shape[0]
+    if R > (1 << 20):
+        Ck.fail(op, f"`row_elevations` may have at most 2^20 rows, got {R}")
+    Ck.shape(op, "row_azimuth_offsets", row_azimuth_offsets, (R,), "[R] (R = row_elevations.shape[0])")
+    Ck.shape(op, "column_order", column_order, (W,), "[W] (W = column_azimuths.shape[0])")
+    Ck.dtype(op, "column_order", column_order, torch.int32)
+    Ck.device(op, "column_order", column_order, records, "records")
+    for name, t in (("row_elevations", row_elevations), ("column_azimuths", column_azimuths),
+                    ("row_azimuth_offsets", row_azimuth_offsets)):
+        Ck.real(op, name, t, records, "records")
+        Ck.device(op, name, t, records, "records")
+    return _median.fake_median(op, records, isect_items, tile_ranges, status, R, W, _TILE_ROWS, _TILE_COLS)

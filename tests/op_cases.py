@@ -161,6 +161,14 @@ def _eps2d(scene_fn, eps2d):
     return scene
 
 
+def _median(scene_fn):
+    """gsplat issue 930's median depth beside the expected depth (a fourth
+    output: camera z, lidar range)."""
+    def scene(large):
+        return dict(scene_fn(large), median_depth=True)
+    return scene
+
+
 def _camera_long(device, dtype):
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(7)
@@ -179,12 +187,15 @@ CAMERA = dict(op=nurec_ops.rasterize_camera, reference=ref.rasterize_camera, out
               grads=tc.GRAD_KEYS + ("backgrounds",), autograd_op=_CAMERA_FWD, fixed=dict(capacity=1 << 18),
               policy=_CAMERA_POLICY, policy_key=lambda s: (s["viewmats"].shape[0], s["width"], s["height"]),
               flips=(2e-3, 0.02, 0.02), deterministic=False, parts=CAMERA_PARTS)
+CAMERA_MEDIAN = dict(CAMERA, outputs=CAMERA["outputs"] + ("median_depth",))
+CAMERA_MEDIAN_PARTS = Parts("nurec_ops.rasterize_camera", edge=lambda d, t: dict(_camera_edge(d, t), median_depth=True),
+                            long=lambda d, t: dict(_camera_long(d, t), median_depth=True), long_min=32)
 MODEL_DATA = {m: (tm.MODELS[m][0],) for m in tm.MODELS}
 
 
 # ------------------------------------------------------------------ lidars
 
-def _lidar_make(rolling=False):
+def _lidar_make(rolling=False, median=False):
     def scene(large):
         if large:
             s = tl.random_scene(N=3000, C=2, D=2, row_step=2, col_step=4)  # 64 x 900
@@ -192,6 +203,8 @@ def _lidar_make(rolling=False):
             s = tl.random_scene(N=60, C=2, D=2, row_step=16, col_step=30)  # 8 x 120
         if rolling:
             s["viewmats_end"] = lidar_end(s["viewmats"])
+        if median:
+            s["median_depth"] = True
         return s
     draw = seeded(scene)
 
@@ -214,6 +227,10 @@ LIDAR = dict(op=nurec_ops.rasterize_lidar, reference=ref.rasterize_lidar, output
              policy_key=lambda s: (s["viewmats"].shape[0], s["row_elevations"].shape[0],
                                    s["column_azimuths"].shape[0]),
              flips=(2e-3, 0.03, 0.02), deterministic=False, parts=LIDAR_PARTS)
+LIDAR_MEDIAN = dict(LIDAR, outputs=LIDAR["outputs"] + ("median_range",))
+LIDAR_MEDIAN_PARTS = Parts("nurec_ops.rasterize_lidar",
+                           edge=lambda d, t: dict(tl.to(tl.edge_scene(), d, t), median_depth=True),
+                           long=lambda d, t: dict(_lidar_long(d, t), median_depth=True), long_min=64)
 
 
 # ---------------------------------------------------------- actor tracks
@@ -360,8 +377,15 @@ CASES = [
            **CAMERA),
     OpCase("camera-antialiased-rolling-ftheta", make=_camera_make(_antialiased(_rolling(_model("ftheta")))),
            data=MODEL_DATA["ftheta"], **CAMERA),
+    # median depth (gsplat issue 930): the median walk over the lists' parts, through a camera model and shutter
+    OpCase("camera-median-pinhole", make=_camera_make(_median(_pinhole)), inductor=True,
+           **dict(CAMERA_MEDIAN, parts=CAMERA_MEDIAN_PARTS)),
+    OpCase("camera-median-rolling-ftheta", make=_camera_make(_median(_rolling(_model("ftheta"), "left_to_right"))),
+           data=MODEL_DATA["ftheta"], **CAMERA_MEDIAN),
     OpCase("lidar-global", make=_lidar_make(), inductor=True, **dict(LIDAR, parts=LIDAR_PARTS_ALL)),
     OpCase("lidar-rolling", make=_lidar_make(rolling=True), **LIDAR),
+    OpCase("lidar-median-global", make=_lidar_make(median=True), **dict(LIDAR_MEDIAN, parts=LIDAR_MEDIAN_PARTS)),
+    OpCase("lidar-median-rolling", make=_lidar_make(rolling=True, median=True), **LIDAR_MEDIAN),
     OpCase("collect-slerp", make=_collect_make("slerp"), inductor=True, **COLLECT),
     OpCase("collect-nearest", make=_collect_make("nearest"), **COLLECT),
     OpCase("collect-nearest-broadcast", make=_collect_make("nearest", broadcast=True), **COLLECT),

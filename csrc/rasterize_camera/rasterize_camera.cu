@@ -105,6 +105,7 @@ extern "C" {
 #endif
 
 #include "tiles/splat_combine_cuda.cuh"
+#include "tiles/splat_median_cuda.cuh"
 #include "tiles/splat_parts_grid_cuda.cuh"
 #define NUREC_GENERIC_FILE "rasterize_camera/rasterize_camera_cuda_generic.cuh"
 #include "math/generic.h"
@@ -282,5 +283,15 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
             else rc_project_backward_kernel_f32<false><<<b, RC_PROJ_BWD_THREADS, 0, s>>>(*p);
         }
     }
+    return ok();
+}
+
+extern "C" int nurec_rasterize_camera_median_cuda(const nurec_rasterize_camera_params* p, void* stream) {
+    if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+    const int64_t tiles = p->num_cameras * (int64_t)p->tiles_x * p->tiles_y;
+    if (tiles == 0) return NUREC_OK;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (p->dtype == NUREC_F64) rc_median_kernel_f64<<<(unsigned)tiles, RC_BLOCK, 0, s>>>(*p);
+    else rc_median_kernel_f32<<<(unsigned)tiles, RC_BLOCK, 0, s>>>(*p);
     return ok();
 }

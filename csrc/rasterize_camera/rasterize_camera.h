@@ -72,6 +72,9 @@ void nurec_rasterize_camera_tiles(const nurec_rasterize_camera_params* p, nurec_
 int nurec_rasterize_camera_project_cpu(const nurec_rasterize_camera_params* p, int64_t* total);
 int nurec_rasterize_camera_forward_cpu(const nurec_rasterize_camera_params* p);
 int nurec_rasterize_camera_backward_cpu(const nurec_rasterize_camera_params* p);
+/* Each cell's median item (p->median_items; NUREC_SPLAT_MEDIAN_*) over the
+ * lists of a forward (its records, isect_items, tile_ranges, status). */
+int nurec_rasterize_camera_median_cpu(const nurec_rasterize_camera_params* p);
 
 /* CUDA: everything on `stream`, no host synchronization. The forward is
  * two calls: the projection (it needs only the inputs, records, counts and
@@ -81,6 +84,7 @@ size_t nurec_rasterize_camera_workspace_bytes(const nurec_rasterize_camera_param
 int nurec_rasterize_camera_project_cuda(const nurec_rasterize_camera_params* p, void* stream);
 int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_params* p, void* stream);
 int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera_params* p, void* stream);
+int nurec_rasterize_camera_median_cuda(const nurec_rasterize_camera_params* p, void* stream);
 
 #ifdef __cplusplus
 }

@@ -62,6 +62,25 @@ static int NR(rc_forward_cpu)(const nurec_rasterize_camera_params* p) {
     return NUREC_OK;
 }
 
+/* Each pixel's median item (tiles/splat_cell_cpu_generic.h) over the
+ * forward's lists. */
+static int NR(rc_median_cpu)(const nurec_rasterize_camera_params* p) {
+    const int64_t W = p->width, H = p->height, P = p->num_cameras * p->num_gaussians;
+    for (int64_t c = 0; c < p->num_cameras; ++c)
+        for (int ty = 0; ty < p->tiles_y; ++ty)
+            for (int tx = 0; tx < p->tiles_x; ++tx) {
+                const int64_t* range = p->tile_ranges + 2 * ((c * p->tiles_y + ty) * p->tiles_x + tx);
+                for (int y = ty * NUREC_TILE; y < (ty + 1) * NUREC_TILE && y < H; ++y)
+                    for (int x = tx * NUREC_TILE; x < (tx + 1) * NUREC_TILE && x < W; ++x)
+                        p->median_items[(c * H + y) * W + x] =
+                            p->status[1] != 0 ? NUREC_SPLAT_MEDIAN_OVERFLOW
+                                              : NR(splat_cell_median)(p->isect_items, range[0], range[1], p->capacity,
+                                                                      P, (const real_t*)p->records,
+                                                                      (real_t)x + (real_t)0.5, (real_t)y + (real_t)0.5);
+            }
+    return NUREC_OK;
+}
+
 static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
     const int64_t C = p->num_cameras, N = p->num_gaussians, D = p->channels;
     const int64_t W = p->width, H = p->height;

@@ -581,3 +581,35 @@ NR(rc_project_backward_kernel)(nurec_rasterize_camera_params p) {
         out[i] = k < RC_SH_MAX ? s_gsh[k * RC_PROJ_BWD_THREADS + row] : (real_t)0;
     }
 }
+
+/* Each pixel's median item (tiles/splat_median_cuda.cuh): a block per
+ * (camera, tile), pixels at their centres, rc_alpha as the CPU's. */
+struct NR(rc_median_cells) {
+    static constexpr int per_tile = RC_BLOCK;
+    __device__ static int64_t tiles(const nurec_rasterize_camera_params& p) {
+        return p.num_cameras * (int64_t)p.tiles_x * p.tiles_y;
+    }
+    __device__ static int64_t items(const nurec_rasterize_camera_params& p) {
+        return p.num_cameras * p.num_gaussians;
+    }
+    __device__ static int64_t cell(const nurec_rasterize_camera_params& p, int64_t tile, int local) {
+        const int64_t per_camera = (int64_t)p.tiles_x * p.tiles_y, c = tile / per_camera;
+        const int t = (int)(tile - c * per_camera), ty = t / p.tiles_x, tx = t - ty * p.tiles_x;
+        const int x = tx * NUREC_TILE + local % NUREC_TILE, y = ty * NUREC_TILE + local / NUREC_TILE;
+        return x < p.width && y < p.height ? (c * p.height + y) * (int64_t)p.width + x : -1;
+    }
+    __device__ static void ray(const nurec_rasterize_camera_params& p, int64_t pix, real_t* cu, real_t* cv) {
+        *cu = (real_t)(pix % p.width) + (real_t)0.5;
+        *cv = (real_t)((pix / p.width) % p.height) + (real_t)0.5;
+    }
+    __device__ static real_t alpha(const real_t* rec, real_t cu, real_t cv) {
+        real_t vis, dx, dy;
+        return NR(rc_alpha)(rec, cu, cv, &vis, &dx, &dy);
+    }
+    __device__ static int step(real_t a, real_t* T) { return NR(splat_median_step)(a, T); }
+    __device__ static int64_t out(const nurec_rasterize_camera_params&, int64_t pix) { return pix; }
+};
+
+__global__ void __launch_bounds__(RC_BLOCK) NR(rc_median_kernel)(nurec_rasterize_camera_params p) {
+    nurec_splat_median<real_t, NR(rc_median_cells)>(p);
+}

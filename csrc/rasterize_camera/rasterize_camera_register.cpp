@@ -295,6 +295,29 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_cam
                                   NUREC_CUDA_ONLY(nurec_rasterize_camera_backward_cuda)));
     return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records, grad_means2d};
 }
+// Each pixel's median item over a forward's lists (tiles/splat_median_cuda.cuh
+// and splat_cell_cpu_generic.h): [C, H, W] int32, camera x N + Gaussian, or
+// NUREC_SPLAT_MEDIAN_NONE / _OVERFLOW.
+Tensor rasterize_camera_median(Tensor records, Tensor isect_items, Tensor tile_ranges, Tensor status, int64_t width,
+                               int64_t height) {
+    const char* op = "rasterize_camera_median";
+    NUREC_CHECK(width >= 0 && width <= (1 << 24), "nurec_ops.", op, ": `width` must be in [0, 2^24], got ", width);
+    NUREC_CHECK(height >= 0 && height <= (1 << 24), "nurec_ops.", op, ": `height` must be in [0, 2^24], got ",
+                height);
+    nurec_rasterize_camera_params p{};
+    p.width = (int)width;
+    p.height = (int)height;
+    p.tiles_x = (int)((width + NUREC_TILE - 1) / NUREC_TILE);
+    p.tiles_y = (int)((height + NUREC_TILE - 1) / NUREC_TILE);
+    SplatBuffers keep;
+    Tensor out = splat_median_inputs(op, p, p.num_cameras, keep, records, isect_items, tile_ranges, status, height,
+                                     width);
+    NUREC_CHECK(p.num_cameras * p.tiles_x * (int64_t)p.tiles_y < ((int64_t)1 << 31), "nurec_ops.", op,
+                ": cameras x tiles must be < 2^31 (`width`, `height` too large)");
+    splat_check_status(op, launch(op, records, p, nurec_rasterize_camera_median_cpu,
+                                  NUREC_CUDA_ONLY(nurec_rasterize_camera_median_cuda)));
+    return out;
+}
 // ====================================================== end rasterize_camera
 
 }  // namespace
@@ -319,12 +342,15 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor? seg_later=None, bool means2d_grad=False, bool antialiased=False, float eps2d=0.3) -> (Tensor, "
           "Tensor, Tensor, "
           "Tensor, Tensor, Tensor grad_records, Tensor grad_means2d)");
+    m.def("rasterize_camera_median(Tensor records, Tensor isect_items, Tensor tile_ranges, Tensor status, "
+          "int width, int height) -> Tensor median_items");
 }
 
 // One function serves both dispatch keys: it branches on the device itself.
 #define NUREC_REGISTER_RASTERIZE_CAMERA(m) \
     m.impl("rasterize_camera_fwd", TORCH_BOX(&rasterize_camera_fwd)); \
-    m.impl("rasterize_camera_bwd", TORCH_BOX(&rasterize_camera_bwd));
+    m.impl("rasterize_camera_bwd", TORCH_BOX(&rasterize_camera_bwd)); \
+    m.impl("rasterize_camera_median", TORCH_BOX(&rasterize_camera_median));
 
 STABLE_TORCH_LIBRARY_IMPL(nurec_ops, CPU, m) { NUREC_REGISTER_RASTERIZE_CAMERA(m) }
 #ifdef NUREC_WITH_CUDA

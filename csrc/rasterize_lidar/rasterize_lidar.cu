@@ -83,6 +83,7 @@ extern "C" {
 #endif
 
 #include "tiles/splat_combine_cuda.cuh"
+#include "tiles/splat_median_cuda.cuh"
 #include "tiles/splat_parts_grid_cuda.cuh"
 #define NUREC_GENERIC_FILE "rasterize_lidar/rasterize_lidar_cuda_generic.cuh"
 #include "math/generic.h"
@@ -258,5 +259,15 @@ extern "C" int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_p
         if (f64) rl_project_backward_kernel_f64<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
         else rl_project_backward_kernel_f32<<<b, RL_PROJ_THREADS, 0, s>>>(*p);
     }
+    return ok();
+}
+
+extern "C" int nurec_rasterize_lidar_median_cuda(const nurec_rasterize_lidar_params* p, void* stream) {
+    if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+    const int64_t tiles = p->num_sweeps * (int64_t)p->tiles_x * p->tiles_y;
+    if (tiles == 0) return NUREC_OK;
+    cudaStream_t s = (cudaStream_t)stream;
+    if (p->dtype == NUREC_F64) rl_median_kernel_f64<<<(unsigned)tiles, RL_BLOCK, 0, s>>>(*p);
+    else rl_median_kernel_f32<<<(unsigned)tiles, RL_BLOCK, 0, s>>>(*p);
     return ok();
 }

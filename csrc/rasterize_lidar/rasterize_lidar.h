@@ -95,6 +95,9 @@ void nurec_rasterize_lidar_tiles(const nurec_rasterize_lidar_params* p, nurec_ti
 int nurec_rasterize_lidar_project_cpu(const nurec_rasterize_lidar_params* p, int64_t* total);
 int nurec_rasterize_lidar_forward_cpu(const nurec_rasterize_lidar_params* p);
 int nurec_rasterize_lidar_backward_cpu(const nurec_rasterize_lidar_params* p);
+/* Each cell's median item (p->median_items; NUREC_SPLAT_MEDIAN_*) over the
+ * lists of a forward (its records, isect_items, tile_ranges, status). */
+int nurec_rasterize_lidar_median_cpu(const nurec_rasterize_lidar_params* p);
 
 /* CUDA: everything on `stream`, no host synchronization. The forward is
  * two calls: the projection (it needs only the inputs, records, counts and
@@ -104,6 +107,7 @@ size_t nurec_rasterize_lidar_workspace_bytes(const nurec_rasterize_lidar_params*
 int nurec_rasterize_lidar_project_cuda(const nurec_rasterize_lidar_params* p, void* stream);
 int nurec_rasterize_lidar_forward_cuda(const nurec_rasterize_lidar_params* p, void* stream);
 int nurec_rasterize_lidar_backward_cuda(const nurec_rasterize_lidar_params* p, void* stream);
+int nurec_rasterize_lidar_median_cuda(const nurec_rasterize_lidar_params* p, void* stream);
 
 #ifdef __cplusplus
 }

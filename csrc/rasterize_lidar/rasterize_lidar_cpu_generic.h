@@ -43,6 +43,24 @@ static int NR(rl_forward_cpu)(const nurec_rasterize_lidar_params* p) {
     return NUREC_OK;
 }
 
+/* Each ray's median item (tiles/splat_cell_cpu_generic.h) over the
+ * forward's lists, written in the user's column order. */
+static int NR(rl_median_cpu)(const nurec_rasterize_lidar_params* p) {
+    const int64_t W = p->cols, H = p->rows, P = p->num_sweeps * p->num_gaussians;
+    const real_t* row_el = (const real_t*)p->row_elevations;
+    const real_t* col_az = (const real_t*)p->column_azimuths;
+    const real_t* row_off = (const real_t*)p->row_azimuth_offsets;
+    for (int64_t ray = 0; ray < p->num_sweeps * H * W; ++ray) {
+        const int64_t* range = rl_tile_range_of(p, ray);
+        const int i = (int)((ray / W) % H), j = (int)(ray % W);
+        p->median_items[nurec_rl_user_ray(p->column_order, (int)W, ray)] =
+            p->status[1] != 0 ? NUREC_SPLAT_MEDIAN_OVERFLOW
+                              : NR(splat_cell_median)(p->isect_items, range[0], range[1], p->capacity, P,
+                                                      (const real_t*)p->records, col_az[j] + row_off[i], row_el[i]);
+    }
+    return NUREC_OK;
+}
+
 static int NR(rl_backward_cpu)(const nurec_rasterize_lidar_params* p) {
     const int64_t C = p->num_sweeps, N = p->num_gaussians, D = p->channels;
     const int64_t W = p->cols, H = p->rows;

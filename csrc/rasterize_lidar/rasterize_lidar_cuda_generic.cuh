@@ -511,3 +511,38 @@ NR(rl_project_backward_kernel)(nurec_rasterize_lidar_params p) {
     if (g >= p.num_gaussians) return;
     NR(rl_project_vjp_gaussian)(&p, g, 0, (real_t*)0, 1, 0);
 }
+
+/* Each ray's median item (tiles/splat_median_cuda.cuh): a block per
+ * (sweep, tile), rays as the forward aims them, rl_alpha as the CPU's,
+ * written in the user's column order. */
+struct NR(rl_median_cells) {
+    static constexpr int per_tile = RL_BLOCK;
+    __device__ static int64_t tiles(const nurec_rasterize_lidar_params& p) {
+        return p.num_sweeps * (int64_t)p.tiles_x * p.tiles_y;
+    }
+    __device__ static int64_t items(const nurec_rasterize_lidar_params& p) { return p.num_sweeps * p.num_gaussians; }
+    __device__ static int64_t cell(const nurec_rasterize_lidar_params& p, int64_t tile, int local) {
+        const int64_t per_sweep = (int64_t)p.tiles_x * p.tiles_y, c = tile / per_sweep;
+        const int t = (int)(tile - c * per_sweep), ty = t / p.tiles_x, tx = t - ty * p.tiles_x;
+        const int i = ty * NUREC_RL_TILE_ROWS + local / NUREC_RL_TILE_COLS;
+        const int j = tx * NUREC_RL_TILE_COLS + local % NUREC_RL_TILE_COLS;
+        return i < p.rows && j < p.cols ? (c * p.rows + i) * (int64_t)p.cols + j : -1;
+    }
+    __device__ static void ray(const nurec_rasterize_lidar_params& p, int64_t ray, real_t* cu, real_t* cv) {
+        const int i = (int)((ray / p.cols) % p.rows), j = (int)(ray % p.cols);
+        *cu = ((const real_t*)p.column_azimuths)[j] + ((const real_t*)p.row_azimuth_offsets)[i];
+        *cv = ((const real_t*)p.row_elevations)[i];
+    }
+    __device__ static real_t alpha(const real_t* rec, real_t cu, real_t cv) {
+        real_t vis, dx, dy;
+        return NR(rl_alpha)(rec, cu, cv, &vis, &dx, &dy);
+    }
+    __device__ static int step(real_t a, real_t* T) { return NR(splat_median_step)(a, T); }
+    __device__ static int64_t out(const nurec_rasterize_lidar_params& p, int64_t ray) {
+        return nurec_rl_user_ray(p.column_order, p.cols, ray);
+    }
+};
+
+__global__ void __launch_bounds__(RL_BLOCK) NR(rl_median_kernel)(nurec_rasterize_lidar_params p) {
+    nurec_splat_median<real_t, NR(rl_median_cells)>(p);
+}

@@ -255,6 +255,48 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lid
                                   NUREC_CUDA_ONLY(nurec_rasterize_lidar_backward_cuda)));
     return {g.means, g.quats, g.scales, g.opacities, g.features, grad_records, grad_means2d};
 }
+// Each ray's median item over a forward's lists (tiles/splat_median_cuda.cuh
+// and splat_cell_cpu_generic.h), in the user's column order: [C, R, W]
+// int32, sweep x N + Gaussian, or NUREC_SPLAT_MEDIAN_NONE / _OVERFLOW. The
+// table as the forward took it (canonical columns and their order).
+Tensor rasterize_lidar_median(Tensor records, Tensor isect_items, Tensor tile_ranges, Tensor status,
+                              Tensor row_elevations, Tensor column_azimuths, Tensor column_order,
+                              Tensor row_azimuth_offsets) {
+    const char* op = "rasterize_lidar_median";
+    check_shape(op, "row_elevations", row_elevations, {-1}, "[R]");
+    check_shape(op, "column_azimuths", column_azimuths, {-1}, "[W]");
+    const int64_t R = row_elevations.size(0), W = column_azimuths.size(0);
+    NUREC_CHECK(R <= (1 << 20), "nurec_ops.", op, ": `row_elevations` may have at most 2^20 rows, got ", R);
+    NUREC_CHECK(W <= (1 << 24), "nurec_ops.", op, ": `column_azimuths` may have at most 2^24 columns, got ", W);
+    check_shape(op, "row_azimuth_offsets", row_azimuth_offsets, {R}, "[R] (R = row_elevations.shape[0])");
+    check_shape(op, "column_order", column_order, {W}, "[W] (W = column_azimuths.shape[0])");
+    check_dtype(op, "column_order", column_order, ScalarType::Int);
+    check_device(op, "column_order", column_order, records, "records");
+    for (const NamedTensor& nt : {NamedTensor{"row_elevations", &row_elevations},
+                                  NamedTensor{"column_azimuths", &column_azimuths},
+                                  NamedTensor{"row_azimuth_offsets", &row_azimuth_offsets}}) {
+        check_real(op, nt.first, *nt.second, records, "records");
+        check_device(op, nt.first, *nt.second, records, "records");
+    }
+    nurec_rasterize_lidar_params p{};
+    p.rows = (int)R;
+    p.cols = (int)W;
+    p.tiles_x = (int)((W + NUREC_RL_TILE_COLS - 1) / NUREC_RL_TILE_COLS);
+    p.tiles_y = (int)((R + NUREC_RL_TILE_ROWS - 1) / NUREC_RL_TILE_ROWS);
+    SplatBuffers keep;
+    Tensor out = splat_median_inputs(op, p, p.num_sweeps, keep, records, isect_items, tile_ranges, status, R, W);
+    NUREC_CHECK(p.num_sweeps * p.tiles_x * (int64_t)p.tiles_y < ((int64_t)1 << 31), "nurec_ops.", op,
+                ": sweeps x tiles must be < 2^31 (too many sweeps, rows or columns)");
+    Tensor row_el = dense(row_elevations), col_az = dense(column_azimuths), order = dense(column_order),
+           row_off = dense(row_azimuth_offsets);
+    p.row_elevations = row_el.data_ptr();
+    p.column_azimuths = col_az.data_ptr();
+    p.column_order = (const int32_t*)order.data_ptr();
+    p.row_azimuth_offsets = row_off.data_ptr();
+    splat_check_status(op, launch(op, records, p, nurec_rasterize_lidar_median_cpu,
+                                  NUREC_CUDA_ONLY(nurec_rasterize_lidar_median_cuda)));
+    return out;
+}
 // ======================================================= end rasterize_lidar
 
 }  // namespace
@@ -278,12 +320,16 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor? column_times=None, Tensor? taus=None, bool absgrad=False, Tensor? seg_later=None, "
           "bool means2d_grad=False) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor grad_records, "
           "Tensor grad_means2d)");
+    m.def("rasterize_lidar_median(Tensor records, Tensor isect_items, Tensor tile_ranges, Tensor status, "
+          "Tensor row_elevations, Tensor column_azimuths, Tensor column_order, Tensor row_azimuth_offsets) -> "
+          "Tensor median_items");
 }
 
 // One function serves both dispatch keys: it branches on the device itself.
 #define NUREC_REGISTER_RASTERIZE_LIDAR(m) \
     m.impl("rasterize_lidar_fwd", TORCH_BOX(&rasterize_lidar_fwd)); \
-    m.impl("rasterize_lidar_bwd", TORCH_BOX(&rasterize_lidar_bwd));
+    m.impl("rasterize_lidar_bwd", TORCH_BOX(&rasterize_lidar_bwd)); \
+    m.impl("rasterize_lidar_median", TORCH_BOX(&rasterize_lidar_median));
 
 STABLE_TORCH_LIBRARY_IMPL(nurec_ops, CPU, m) { NUREC_REGISTER_RASTERIZE_LIDAR(m) }
 #ifdef NUREC_WITH_CUDA

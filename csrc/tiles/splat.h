@@ -33,6 +33,12 @@
 #define NUREC_SPLAT_SEG_LAST 0x1fffffff
 #define NUREC_SPLAT_MAX_SEGMENTS 64
 
+/* A cell's median item (rasterize_*_median): the item (camera x N +
+ * Gaussian) whose entry takes the cell's transmittance to at most one half,
+ * or one of these. */
+#define NUREC_SPLAT_MEDIAN_NONE -1     /* T stays above one half (alpha < 0.5) */
+#define NUREC_SPLAT_MEDIAN_OVERFLOW -2 /* the forward's binning overflowed (CUDA): no list to walk */
+
 /* The fields both rasterizers' params structs share, declared once: a C
  * base struct (flash-attention's Qkv_params is a C++ one). Each params
  * struct opens with these, then adds its sensor count and cell grid, its
@@ -84,6 +90,7 @@
     void* workspace;         /* CUDA binning scratch */ \
     size_t workspace_bytes; \
     void* alpha;             /* [C, cells] forward output */ \
+    int32_t* median_items;   /* [C, cells] rasterize_*_median's output (user's cell order) */ \
     /* SPEC 8's meta, written by the projection where asked for (NULL: not) */ \
     void* meta_means2d;      /* [C, N, 2] */ \
     int32_t* meta_radii;     /* [C, N, 2] */ \

@@ -51,6 +51,29 @@ static real_t NR(splat_cell_forward)(const int32_t* items, int64_t start, int64_
     return T;
 }
 
+/* The median item of a cell over the list entries [start, end): the item
+ * of the first entry after which T is at most one half, composited as
+ * splat_cell_forward does, or NUREC_SPLAT_MEDIAN_NONE. Entries and items
+ * outside the list (M entries) and the items (P) are skipped, so a bad
+ * saved list reads nothing out of bounds. */
+static int32_t NR(splat_cell_median)(const int32_t* items, int64_t start, int64_t end, int64_t M, int64_t P,
+                                     const real_t* records, real_t cu, real_t cv) {
+    real_t T = 1;
+    if (start < 0) start = 0;
+    if (end > M) end = M;
+    for (int64_t j = start; j < end; ++j) {
+        int64_t it = items[j];
+        if (it < 0 || it >= P) continue;
+        real_t vis, dx, dy;
+        real_t a = SPLAT_CELL_ALPHA(records + NUREC_TREC_SIZE * it, cu, cv, &vis, &dx, &dy);
+        if (a == 0) continue;
+        int step = NR(splat_median_step)(a, &T);
+        if (step > 0) return (int32_t)it;
+        if (step < 0) break;
+    }
+    return NUREC_SPLAT_MEDIAN_NONE;
+}
+
 /* Back to front over the entries [start, start + last) of the forward:
  * adds each Gaussian's gradient to its record row (grad_records, 7 values),
  * its feature row and, with absgrad, the absolute values of this cell's

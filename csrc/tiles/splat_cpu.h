@@ -33,8 +33,8 @@
         (t)->workspace_bytes = (p)->workspace_bytes;  \
     } while (0)
 
-/* nurec_rasterize_<fam>_{project,forward,backward}_cpu over the generic
- * kernels <pre>_{project,forward,backward}_cpu_{f32,f64}; the family
+/* nurec_rasterize_<fam>_{project,forward,backward,median}_cpu over the
+ * generic kernels <pre>_{project,forward,backward,median}_cpu_{f32,f64}; the family
  * defines nurec_rasterize_<fam>_tiles. */
 #define NUREC_SPLAT_CPU_LAUNCHERS(fam, pre)                                                              \
     int nurec_rasterize_##fam##_project_cpu(const nurec_rasterize_##fam##_params* p, int64_t* total) {    \
@@ -58,6 +58,11 @@
     int nurec_rasterize_##fam##_backward_cpu(const nurec_rasterize_##fam##_params* p) {                   \
         if (p->dtype == NUREC_F32) return pre##_backward_cpu_f32(p);                                    \
         if (p->dtype == NUREC_F64) return pre##_backward_cpu_f64(p);                                    \
+        return NUREC_ERR_DTYPE;                                                                          \
+    }                                                                                                    \
+    int nurec_rasterize_##fam##_median_cpu(const nurec_rasterize_##fam##_params* p) {                     \
+        if (p->dtype == NUREC_F32) return pre##_median_cpu_f32(p);                                      \
+        if (p->dtype == NUREC_F64) return pre##_median_cpu_f64(p);                                      \
         return NUREC_ERR_DTYPE;                                                                          \
     }
 

@@ -413,6 +413,50 @@ std::optional<Tensor> splat_later_parts_saved(const char* op, const Tensor& like
     return later;
 }
 
+// A median op's inputs (rasterize_*_median): a forward's records [C, N, 8],
+// isect_items, tile_ranges [C, tiles_y, tiles_x, 2] and status, checked
+// (shapes from records and p's tiles), made dense and bound to p (its dtype,
+// C is `images`, N), and the output median_items [C, rows, cols] int32
+// allocated and bound. The walks clamp each tile's range to the list and
+// skip items outside [0, C N): a saved list whose values are not a
+// forward's reads nothing out of bounds. Returns the output; `keep` holds
+// the dense inputs until the launch.
+template <class Params>
+Tensor splat_median_inputs(const char* op, Params& p, int64_t& images, SplatBuffers& keep, const Tensor& records,
+                           const Tensor& isect_items, const Tensor& tile_ranges, const Tensor& status,
+                           int64_t rows, int64_t cols) {
+    check_shape(op, "records", records, {-1, -1, NUREC_TREC_SIZE}, "[C, N, 8] (a forward's records)");
+    check_real(op, "records", records, records, "records");
+    const int64_t C = records.size(0), N = records.size(1);
+    NUREC_CHECK(C * N < ((int64_t)1 << 31), "nurec_ops.", op, ": sensors x Gaussians must be < 2^31, got ", C,
+                " x ", N);
+    check_shape(op, "isect_items", isect_items, {-1}, "[M]");
+    check_dtype(op, "isect_items", isect_items, ScalarType::Int);
+    check_shape(op, "tile_ranges", tile_ranges, {C, p.tiles_y, p.tiles_x, 2},
+                "[C, tiles_y, tiles_x, 2] (C = records.shape[0])");
+    check_dtype(op, "tile_ranges", tile_ranges, ScalarType::Long);
+    check_shape(op, "status", status, {2}, "[2]");
+    check_dtype(op, "status", status, ScalarType::Long);
+    check_device(op, "isect_items", isect_items, records, "records");
+    check_device(op, "tile_ranges", tile_ranges, records, "records");
+    check_device(op, "status", status, records, "records");
+    images = C;
+    p.dtype = dtype_code(records);
+    p.num_gaussians = N;
+    keep.records = dense(records);
+    keep.isect = dense(isect_items);
+    keep.tile_ranges = dense(tile_ranges);
+    keep.status = dense(status);
+    p.records = keep.records.data_ptr();
+    p.isect_items = (int32_t*)keep.isect.data_ptr();
+    p.capacity = keep.isect.size(0);
+    p.tile_ranges = (int64_t*)keep.tile_ranges.data_ptr();
+    p.status = (int64_t*)keep.status.data_ptr();
+    Tensor out = empty_dense(records, {C, rows, cols}, aoti_torch_dtype_int32());
+    p.median_items = (int32_t*)out.data_ptr();
+    return out;
+}
+
 }  // namespace nurec
 
 #endif  // NUREC_SPLAT_GLUE_H

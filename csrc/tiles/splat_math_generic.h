@@ -89,6 +89,20 @@ NUREC_HD real_t NR(splat_alpha)(const real_t* r, real_t dx, real_t dy, real_t* v
     return sigma >= 0 && a >= (real_t)NUREC_SPLAT_ALPHA_MIN ? a : (real_t)0;
 }
 
+/* One entry of a cell's median walk (rasterize_*_median), given its alpha
+ * a > 0 and the transmittance *T before it: 1 when the entry takes T to at
+ * most one half (its Gaussian is the cell's median), -1 when SPEC 3's
+ * compositing stops before it (T would fall below 1e-4: from above one half
+ * no single entry does, alpha <= 0.99, so this ends walks that found no
+ * median), else 0 with *T updated. */
+NUREC_HD int NR(splat_median_step)(real_t a, real_t* T) {
+    const real_t Tn = *T * (1 - a);
+    if (Tn < (real_t)NUREC_SPLAT_T_MIN) return -1;
+    if (Tn <= (real_t)0.5) return 1;
+    *T = Tn;
+    return 0;
+}
+
 /* A record as the CUDA walks stage it (shared memory): its values with the
  * conic (A, B, C) replaced by (-A S / 2, -B S, -C S / 2), S =
  * R_STAGED_SCALE (math/defs.h), so that splat_alpha_staged's exponent is

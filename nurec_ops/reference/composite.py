@@ -67,6 +67,24 @@ def weights(dx, dy, conic, o, valid):
     return w, T_final
 
 
+def median(dx, dy, conic, o, valid, key):
+    """The median depth [C,A,B,1] of each pixel / ray (gsplat issue 930):
+    ``key`` [C,N] (the sorted Gaussians' depths) of the first pair, in
+    compositing order, after which the transmittance is at most 0.5 (the
+    walk of ``weights``: its skips and its stop); 0 where none is (alpha <
+    0.5). Differentiable with respect to ``key`` only."""
+    alpha, keep, T_incl = cuts(*falloff(dx, dy, conic, o), valid)
+    crossing = keep & (T_incl >= T_MIN) & (T_incl <= 0.5)
+    found = crossing.any(-1, keepdim=True)
+    first = torch.argmax(crossing.to(torch.int8), dim=-1, keepdim=True)  # the first True (0 where none)
+    C, N = key.shape
+    keys = key[:, None, None, :].expand(crossing.shape)
+    if N == 0:
+        return keys.new_zeros(crossing.shape[:-1] + (1,))
+    picked = torch.gather(keys, -1, first)
+    return torch.where(found, picked, torch.zeros_like(picked))
+
+
 def ewa_factor(J, R, quats, scales):
     """T = J R (R_q diag(s)) [C,N,2,3]: the 2D covariance's factor, T T^T,
     for N Gaussians through sensor rotations R [C,3,3] (or [C,N,3,3]: SPEC

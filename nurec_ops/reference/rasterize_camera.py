@@ -186,7 +186,8 @@ def own_times(model, means, viewmats, sp, shutter, cam, near, far, width, height
 
 def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
                      near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, camera_model="pinhole",
-                     viewmats_end=None, shutter="global", antialiased=False, eps2d=EPS2D, **model_args):
+                     viewmats_end=None, shutter="global", antialiased=False, eps2d=EPS2D, median_depth=False,
+                     **model_args):
     """Pure-PyTorch twin of :func:`nurec_ops.rasterize_camera`, with the
     camera models of SPEC section 6 (``camera_model`` and its per-camera
     arguments: radial, tangential, thin_prism for "opencv"; radial,
@@ -195,8 +196,9 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     and SPEC 7's rolling shutter (``viewmats_end``, ``shutter``: each
     Gaussian rendered with the pose at its own time, by own_times), and
     gsplat's antialiased mode (``antialiased``: each item's opacity times
-    composite.compensation), ``eps2d``, the 2D dilation (SPEC 3's 0.3), and
-    features ``[N, D]`` or per camera ``[C, N, D]``."""
+    composite.compensation), ``eps2d``, the 2D dilation (SPEC 3's 0.3),
+    features ``[N, D]`` or per camera ``[C, N, D]``, and ``median_depth``
+    (a fourth output: composite.median of the camera z)."""
     from .. import _rolling_shutter as RS
 
     C, N = viewmats.shape[0], means.shape[0]
@@ -242,4 +244,6 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     if backgrounds is not None:
         render = render + T_final * backgrounds[:, None, None, :]
     depth = torch.einsum("chwn,cn->chw", w, z)[..., None]
+    if median_depth:
+        return render, depth, 1 - T_final, composite.median(dx, dy, conic, o, valid, z)
     return render, depth, 1 - T_final

@@ -83,10 +83,11 @@ def own_times(means, viewmats, sp, column_azimuths, column_times, near, far):
 
 def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_elevations, column_azimuths,
                     row_azimuth_offsets, near=0.5, far=200.0, eps2d=None, *, viewmats_end=None,
-                    column_times=None):
+                    column_times=None, median_depth=False):
     """Pure-PyTorch twin of :func:`nurec_ops.rasterize_lidar`, with SPEC 7's
     rolling shutter (``viewmats_end``, ``column_times``: each Gaussian
-    rendered with the pose at its own time, by own_times)."""
+    rendered with the pose at its own time, by own_times) and
+    ``median_depth`` (a fourth output: composite.median of the range)."""
     C, N = viewmats.shape[0], means.shape[0]
     R, W = row_elevations.shape[0], column_azimuths.shape[0]
     if eps2d is None:
@@ -110,4 +111,6 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     w, T_final = composite.weights(dx, dy, conic, o, valid)
     out = torch.einsum("crwn,cnd->crwd", w, col)
     rng = torch.einsum("crwn,cn->crw", w, r)[..., None]
+    if median_depth:
+        return out, rng, 1 - T_final, composite.median(dx, dy, conic, o, valid, r)
     return out, rng, 1 - T_final
