@@ -144,9 +144,10 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
 
     median = None
     if median_depth:
-        def median(out):  # the forward op's records, isect_items, tile_ranges, status and taus
-            items = ops.rasterize_lidar_median(out[3].detach(), out[5], out[6], out[9], row_elevations.detach(),
-                                               col_az, col_order, row_azimuth_offsets.detach())
+        def median(out):  # the forward op's records, isect_items, tile_ranges, status, final_T and taus
+            items = ops.rasterize_lidar_median(out[3].detach(), out[5], out[6], out[9], out[7].detach(),
+                                               row_elevations.detach(), col_az, col_order,
+                                               row_azimuth_offsets.detach())
             poses = _median.item_poses(_OP, viewmats, viewmats_end, "top_to_bottom", out[12], N)
             return _median.median_of(items, _median.lidar_ranges(poses, means))
     return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad,
@@ -341,7 +342,7 @@ _OUTPUTS_MEDIAN = (named_outputs("rasterize_lidar_fwd", 3, _RENAME, extra=("medi
 
 
 @torch.library.register_fake("nurec_ops::rasterize_lidar_median")
-def _fake_median(records, isect_items, tile_ranges, status, row_elevations, column_azimuths, column_order,
+def _fake_median(records, isect_items, tile_ranges, status, final_T, row_elevations, column_azimuths, column_order,
                  row_azimuth_offsets):
     op = _OP + "_median"
     Ck.shape(op, "row_elevations", row_elevations, (-1,), "[R]")
@@ -357,4 +358,4 @@ def _fake_median(records, isect_items, tile_ranges, status, row_elevations, colu
                     ("row_azimuth_offsets", row_azimuth_offsets)):
         Ck.real(op, name, t, records, "records")
         Ck.device(op, name, t, records, "records")
-    return _median.fake_median(op, records, isect_items, tile_ranges, status, R, W, _TILE_ROWS, _TILE_COLS)
+    return _median.fake_median(op, records, isect_items, tile_ranges, status, final_T, R, W, _TILE_ROWS, _TILE_COLS)

@@ -108,6 +108,10 @@ def test_outputs_without_median_are_unchanged(device):
     assert both._fields == ("render", "depth", "alpha", "median_depth", "meta")
     for a, b in zip(plain, both[:3]):
         assert torch.equal(a, b)
+    has = both.median_depth > 0
+    assert has.any() and not has.all()
+    if device == "cpu":  # the same walk in the same arithmetic: a median exactly where alpha >= 0.5
+        assert torch.equal(has, both.alpha >= 0.5)
 
 
 # --------------------------------------------------------------- real data
@@ -169,20 +173,22 @@ def _camera_forward(device, dtype=torch.float64):
     s = tc.to(tc.random_scene(N=80, C=2, W=24, H=16), device, dtype, grad=False)
     out = OPS.rasterize_camera_fwd(s["means"], s["quats"], s["scales"], s["opacities"], s["features"],
                                    s["viewmats"], s["Ks"], None, 24, 16, 0.01, 1e10, -1, 0, 1, 1 << 14)
-    return out[3], out[6], out[7], out[10]
+    return out[3], out[6], out[7], out[10], out[8]
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_median_op_bad_inputs_raise(device):
-    rec, isect, ranges, status = _camera_forward(device)
+    rec, isect, ranges, status, T = _camera_forward(device)
     bad = [
-        ((rec[..., :7], isect, ranges, status, 24, 16), "`records` must have shape"),
-        ((rec.float(), isect, ranges, status, 24, 16), None),  # a float32 record set is fine
-        ((rec, isect.long(), ranges, status, 24, 16), "`isect_items` must be int32"),
-        ((rec, isect, ranges, status, 40, 16), "`tile_ranges` must have shape"),
-        ((rec, isect, ranges, status[:1], 24, 16), "`status` must have shape"),
-        ((rec, isect, ranges.int(), status, 24, 16), "`tile_ranges` must be int64"),
-        ((rec, isect, ranges, status, -1, 16), "`width` must be in"),
+        ((rec[..., :7], isect, ranges, status, T, 24, 16), "`records` must have shape"),
+        ((rec.float(), isect, ranges, status, T.float(), 24, 16), None),  # float32 records and final_T are fine
+        ((rec, isect.long(), ranges, status, T, 24, 16), "`isect_items` must be int32"),
+        ((rec, isect, ranges, status, T, 40, 16), "`tile_ranges` must have shape"),
+        ((rec, isect, ranges, status[:1], T, 24, 16), "`status` must have shape"),
+        ((rec, isect, ranges.int(), status, T, 24, 16), "`tile_ranges` must be int64"),
+        ((rec, isect, ranges, status, T[:, :8], 24, 16), "`final_T` must have shape"),
+        ((rec, isect, ranges, status, T.float(), 24, 16), "`final_T` is float32 but `records` is float64"),
+        ((rec, isect, ranges, status, T, -1, 16), "`width` must be in"),
     ]
     for args, msg in bad:
         if msg is None:
@@ -192,7 +198,7 @@ def test_median_op_bad_inputs_raise(device):
             OPS.rasterize_camera_median(*args)
     if device == "cuda":
         with pytest.raises(RuntimeError, match="`isect_items` is on"):
-            OPS.rasterize_camera_median(rec, isect.cpu(), ranges, status, 24, 16)
+            OPS.rasterize_camera_median(rec, isect.cpu(), ranges, status, T, 24, 16)
 
 
 @pytest.mark.sanitize
@@ -200,35 +206,38 @@ def test_median_op_bad_inputs_raise(device):
 def test_median_op_on_lists_not_from_a_forward(device):
     """Ranges past the list, negative ranges and items out of range read
     nothing out of bounds: every answer is an item in range or none (and
-    compute-sanitizer's memcheck runs this file on the GPU)."""
-    rec, isect, ranges, status = _camera_forward(device)
+    compute-sanitizer's memcheck runs this file on the GPU). Every cell
+    walks (final_T zero)."""
+    rec, isect, ranges, status, T = _camera_forward(device)
+    T = torch.zeros_like(T)
     C, N = rec.shape[:2]
     g = torch.Generator().manual_seed(0)
     wild = torch.randint(-5, isect.numel() + 1000, ranges.shape, generator=g).to(ranges)
     junk = torch.randint(-(1 << 30), 1 << 30, isect.shape, generator=g, dtype=torch.int32).to(isect)
     for r, i in ((wild, isect), (ranges, junk), (wild, junk)):
-        m = OPS.rasterize_camera_median(rec, i, r, status, 24, 16)
+        m = OPS.rasterize_camera_median(rec, i, r, status, T, 24, 16)
         assert ((m == -1) | ((m >= 0) & (m < C * N))).all()
     el, az, off = (t.to(device, torch.float64) for t in tl.sensor(col_step=30))
     order = torch.arange(az.numel(), dtype=torch.int32, device=device)
     lrec = torch.zeros(1, 4, 8, dtype=torch.float64, device=device)
     tiles = torch.randint(-3, 50, (1, el.numel(), (az.numel() + 255) // 256, 2), generator=g).to(device)
     items = torch.randint(-9, 9, (40,), generator=g, dtype=torch.int32).to(device)
-    m = OPS.rasterize_lidar_median(lrec, items, tiles, status, el, az, order, off)
+    lT = torch.zeros(1, el.numel(), az.numel(), dtype=torch.float64, device=device)
+    m = OPS.rasterize_lidar_median(lrec, items, tiles, status, lT, el, az, order, off)
     assert m.shape == (1, el.numel(), az.numel()) and ((m >= -1) & (m < 4)).all()
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_median_ops_opcheck(device):
     """The raw ops against their fake kernels and schemas."""
-    rec, isect, ranges, status = _camera_forward(device)
-    torch.library.opcheck(OPS.rasterize_camera_median, (rec, isect, ranges, status, 24, 16))
+    rec, isect, ranges, status, T = _camera_forward(device)
+    torch.library.opcheck(OPS.rasterize_camera_median, (rec, isect, ranges, status, T, 24, 16))
     s = tl.to(tl.random_scene(N=60, C=2, D=2, row_step=16, col_step=30), device, torch.float64, grad=False)
     order = torch.arange(s["column_azimuths"].numel(), dtype=torch.int32, device=device)
     out = OPS.rasterize_lidar_fwd(s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"],
                                   s["row_elevations"], s["column_azimuths"], order, s["row_azimuth_offsets"], 0.5,
                                   200.0, 1e-4, 0, 1, 1 << 14)
-    torch.library.opcheck(OPS.rasterize_lidar_median, (out[3], out[5], out[6], out[9], s["row_elevations"],
+    torch.library.opcheck(OPS.rasterize_lidar_median, (out[3], out[5], out[6], out[9], out[7], s["row_elevations"],
                                                        s["column_azimuths"], order, s["row_azimuth_offsets"]))
 
 

@@ -74,7 +74,9 @@ static int NR(rc_median_cpu)(const nurec_rasterize_camera_params* p) {
                     for (int x = tx * NUREC_TILE; x < (tx + 1) * NUREC_TILE && x < W; ++x)
                         p->median_items[(c * H + y) * W + x] =
                             p->status[1] != 0 ? NUREC_SPLAT_MEDIAN_OVERFLOW
-                                              : NR(splat_cell_median)(p->isect_items, range[0], range[1], p->capacity,
+                            : !(((const real_t*)p->final_T)[(c * H + y) * W + x] <= (real_t)0.5)
+                                ? NUREC_SPLAT_MEDIAN_NONE /* the forward's alpha < 0.5 */
+                                : NR(splat_cell_median)(p->isect_items, range[0], range[1], p->capacity,
                                                                       P, (const real_t*)p->records,
                                                                       (real_t)x + (real_t)0.5, (real_t)y + (real_t)0.5);
             }

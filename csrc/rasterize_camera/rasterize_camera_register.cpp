@@ -298,8 +298,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_cam
 // Each pixel's median item over a forward's lists (tiles/splat_median_cuda.cuh
 // and splat_cell_cpu_generic.h): [C, H, W] int32, camera x N + Gaussian, or
 // NUREC_SPLAT_MEDIAN_NONE / _OVERFLOW.
-Tensor rasterize_camera_median(Tensor records, Tensor isect_items, Tensor tile_ranges, Tensor status, int64_t width,
-                               int64_t height) {
+Tensor rasterize_camera_median(Tensor records, Tensor isect_items, Tensor tile_ranges, Tensor status, Tensor final_T,
+                               int64_t width, int64_t height) {
     const char* op = "rasterize_camera_median";
     NUREC_CHECK(width >= 0 && width <= (1 << 24), "nurec_ops.", op, ": `width` must be in [0, 2^24], got ", width);
     NUREC_CHECK(height >= 0 && height <= (1 << 24), "nurec_ops.", op, ": `height` must be in [0, 2^24], got ",
@@ -310,8 +310,8 @@ Tensor rasterize_camera_median(Tensor records, Tensor isect_items, Tensor tile_r
     p.tiles_x = (int)((width + NUREC_TILE - 1) / NUREC_TILE);
     p.tiles_y = (int)((height + NUREC_TILE - 1) / NUREC_TILE);
     SplatBuffers keep;
-    Tensor out = splat_median_inputs(op, p, p.num_cameras, keep, records, isect_items, tile_ranges, status, height,
-                                     width);
+    Tensor out = splat_median_inputs(op, p, p.num_cameras, keep, records, isect_items, tile_ranges, status, final_T,
+                                     height, width);
     NUREC_CHECK(p.num_cameras * p.tiles_x * (int64_t)p.tiles_y < ((int64_t)1 << 31), "nurec_ops.", op,
                 ": cameras x tiles must be < 2^31 (`width`, `height` too large)");
     splat_check_status(op, launch(op, records, p, nurec_rasterize_camera_median_cpu,
@@ -343,7 +343,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor, Tensor, "
           "Tensor, Tensor, Tensor grad_records, Tensor grad_means2d)");
     m.def("rasterize_camera_median(Tensor records, Tensor isect_items, Tensor tile_ranges, Tensor status, "
-          "int width, int height) -> Tensor median_items");
+          "Tensor final_T, int width, int height) -> Tensor median_items");
 }
 
 // One function serves both dispatch keys: it branches on the device itself.

@@ -55,7 +55,9 @@ static int NR(rl_median_cpu)(const nurec_rasterize_lidar_params* p) {
         const int i = (int)((ray / W) % H), j = (int)(ray % W);
         p->median_items[nurec_rl_user_ray(p->column_order, (int)W, ray)] =
             p->status[1] != 0 ? NUREC_SPLAT_MEDIAN_OVERFLOW
-                              : NR(splat_cell_median)(p->isect_items, range[0], range[1], p->capacity, P,
+            : !(((const real_t*)p->final_T)[ray] <= (real_t)0.5)
+                ? NUREC_SPLAT_MEDIAN_NONE /* the forward's alpha < 0.5 */
+                : NR(splat_cell_median)(p->isect_items, range[0], range[1], p->capacity, P,
                                                       (const real_t*)p->records, col_az[j] + row_off[i], row_el[i]);
     }
     return NUREC_OK;

@@ -260,7 +260,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lid
 // int32, sweep x N + Gaussian, or NUREC_SPLAT_MEDIAN_NONE / _OVERFLOW. The
 // table as the forward took it (canonical columns and their order).
 Tensor rasterize_lidar_median(Tensor records, Tensor isect_items, Tensor tile_ranges, Tensor status,
-                              Tensor row_elevations, Tensor column_azimuths, Tensor column_order,
+                              Tensor final_T, Tensor row_elevations, Tensor column_azimuths, Tensor column_order,
                               Tensor row_azimuth_offsets) {
     const char* op = "rasterize_lidar_median";
     check_shape(op, "row_elevations", row_elevations, {-1}, "[R]");
@@ -284,7 +284,8 @@ Tensor rasterize_lidar_median(Tensor records, Tensor isect_items, Tensor tile_ra
     p.tiles_x = (int)((W + NUREC_RL_TILE_COLS - 1) / NUREC_RL_TILE_COLS);
     p.tiles_y = (int)((R + NUREC_RL_TILE_ROWS - 1) / NUREC_RL_TILE_ROWS);
     SplatBuffers keep;
-    Tensor out = splat_median_inputs(op, p, p.num_sweeps, keep, records, isect_items, tile_ranges, status, R, W);
+    Tensor out = splat_median_inputs(op, p, p.num_sweeps, keep, records, isect_items, tile_ranges, status, final_T,
+                                     R, W);
     NUREC_CHECK(p.num_sweeps * p.tiles_x * (int64_t)p.tiles_y < ((int64_t)1 << 31), "nurec_ops.", op,
                 ": sweeps x tiles must be < 2^31 (too many sweeps, rows or columns)");
     Tensor row_el = dense(row_elevations), col_az = dense(column_azimuths), order = dense(column_order),
@@ -321,7 +322,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "bool means2d_grad=False) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor grad_records, "
           "Tensor grad_means2d)");
     m.def("rasterize_lidar_median(Tensor records, Tensor isect_items, Tensor tile_ranges, Tensor status, "
-          "Tensor row_elevations, Tensor column_azimuths, Tensor column_order, Tensor row_azimuth_offsets) -> "
+          "Tensor final_T, Tensor row_elevations, Tensor column_azimuths, Tensor column_order, Tensor row_azimuth_offsets) -> "
           "Tensor median_items");
 }
 

@@ -414,7 +414,8 @@ std::optional<Tensor> splat_later_parts_saved(const char* op, const Tensor& like
 }
 
 // A median op's inputs (rasterize_*_median): a forward's records [C, N, 8],
-// isect_items, tile_ranges [C, tiles_y, tiles_x, 2] and status, checked
+// isect_items, tile_ranges [C, tiles_y, tiles_x, 2], status and final_T
+// [C, rows, cols] (its cells' order: the lidar's canonical columns), checked
 // (shapes from records and p's tiles), made dense and bound to p (its dtype,
 // C is `images`, N), and the output median_items [C, rows, cols] int32
 // allocated and bound. The walks clamp each tile's range to the list and
@@ -424,7 +425,7 @@ std::optional<Tensor> splat_later_parts_saved(const char* op, const Tensor& like
 template <class Params>
 Tensor splat_median_inputs(const char* op, Params& p, int64_t& images, SplatBuffers& keep, const Tensor& records,
                            const Tensor& isect_items, const Tensor& tile_ranges, const Tensor& status,
-                           int64_t rows, int64_t cols) {
+                           const Tensor& final_T, int64_t rows, int64_t cols) {
     check_shape(op, "records", records, {-1, -1, NUREC_TREC_SIZE}, "[C, N, 8] (a forward's records)");
     check_real(op, "records", records, records, "records");
     const int64_t C = records.size(0), N = records.size(1);
@@ -440,6 +441,9 @@ Tensor splat_median_inputs(const char* op, Params& p, int64_t& images, SplatBuff
     check_device(op, "isect_items", isect_items, records, "records");
     check_device(op, "tile_ranges", tile_ranges, records, "records");
     check_device(op, "status", status, records, "records");
+    check_shape(op, "final_T", final_T, {C, rows, cols}, "[C, cells] (the forward's final_T)");
+    check_real(op, "final_T", final_T, records, "records");
+    check_device(op, "final_T", final_T, records, "records");
     images = C;
     p.dtype = dtype_code(records);
     p.num_gaussians = N;
@@ -447,6 +451,8 @@ Tensor splat_median_inputs(const char* op, Params& p, int64_t& images, SplatBuff
     keep.isect = dense(isect_items);
     keep.tile_ranges = dense(tile_ranges);
     keep.status = dense(status);
+    keep.final_T = dense(final_T);
+    p.final_T = keep.final_T.data_ptr();
     p.records = keep.records.data_ptr();
     p.isect_items = (int32_t*)keep.isect.data_ptr();
     p.capacity = keep.isect.size(0);

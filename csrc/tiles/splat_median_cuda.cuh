@@ -3,8 +3,9 @@
  * transmittance is at most one half (rasterize_*_median), composited as
  * the forward does. One block per tile, one thread per cell of it; the
  * tile's list is staged in shared-memory batches of a block's width, and
- * the block leaves as soon as every cell has its answer: medians lie early
- * in the lists, so the walk costs a fraction of the forward's.
+ * the block leaves as soon as every cell has its answer. Only cells the
+ * forward left at T <= 1/2 walk (their median exists; the forward's final_T,
+ * indexed as `cell`), each stopping at its median.
  *
  * Written once over the fields of NUREC_SPLAT_PARAMS_FIELDS; a rasterizer
  * gives its cells as `Cells`, a struct of static device functions:
@@ -47,7 +48,10 @@ __device__ __forceinline__ void nurec_splat_median(const Params& p) {
     start = start < 0 ? 0 : start;
     end = end > M ? M : end;
     int32_t found = NUREC_SPLAT_MEDIAN_NONE;
-    bool done = cell < 0;
+    /* a cell the forward left with T > 1/2 (alpha < 0.5) has none: only
+       cells with a median walk, each to its median, never past the
+       forward's own walk */
+    bool done = cell < 0 || !(((const Real*)p.final_T)[cell] <= (Real)0.5);
     Real T = 1;
     for (int64_t b = start; b < end; b += Cells::per_tile) {
         /* also the barrier before the batch is overwritten */
