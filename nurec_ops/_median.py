@@ -11,6 +11,8 @@ pose at the item's own time under a rolling shutter): a choice is piecewise
 constant, so the median's gradient is its depth's, as 2DGS's median depth
 does. No host sync; a cell without a median (alpha < 0.5) is 0, one of an
 overflowed call NaN."""
+import os
+
 import torch
 
 from . import _rolling_shutter as RS
@@ -71,7 +73,22 @@ def median_of(items, depths):
     return torch.where(ok, picked, missing)[..., None]
 
 
-def fake_median(op, records, isect_items, tile_ranges, status, final_T, rows, cols, tile_rows, tile_cols):
+# The walks start each cell at the part of a cut list its median lies in
+# (csrc/tiles/splat_median_cuda.cuh); False walks every list from its start
+# (the same medians up to rounding: for measuring; NUREC_OPS_MEDIAN_PARTS=0
+# at import).
+USE_PARTS = os.environ.get("NUREC_OPS_MEDIAN_PARTS", "1") != "0"
+
+
+def parts(seg_state, seg_last):
+    """The forward's part state for a median op (none: no rows)."""
+    if USE_PARTS:
+        return seg_state.detach(), seg_last
+    return seg_state.detach()[:0], seg_last[:0]
+
+
+def fake_median(op, records, isect_items, tile_ranges, status, final_T, seg_state, seg_last, segment_min, rows, cols,
+                tile_rows, tile_cols):
     """The median ops' fake kernel: the glue's checks (tiles/splat_glue.h,
     splat_median_inputs) and the output [C, rows, cols] int32."""
     from . import _checks as Ck
@@ -93,4 +110,12 @@ def fake_median(op, records, isect_items, tile_ranges, status, final_T, rows, co
     Ck.shape(op, "final_T", final_T, (C, rows, cols), "[C, cells] (the forward's final_T)")
     Ck.real(op, "final_T", final_T, records, "records")
     Ck.device(op, "final_T", final_T, records, "records")
+    Ck.shape(op, "seg_state", seg_state, (-1, -1, tile_rows * tile_cols, -1), "[S, slots / S, cells per tile, D + 2]")
+    Ck.real(op, "seg_state", seg_state, records, "records")
+    S, X = seg_state.shape[:2]
+    Ck.shape(op, "seg_last", seg_last, (S, X, tile_rows * tile_cols), "[S, slots / S, cells per tile] (as seg_state's)")
+    Ck.dtype(op, "seg_last", seg_last, torch.int32)
+    Ck.segments(op, S, segment_min)
+    if S == 1 or (S > 0 and records.device.type == "cpu"):
+        Ck.fail(op, f"`seg_state` must come from the forward (0 parts, or 2 and more on CUDA), got {S}")
     return records.new_empty((C, rows, cols), dtype=torch.int32)

@@ -174,8 +174,8 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     median = None
     if median_depth:
         def median(out):  # the forward op's records, isect_items, tile_ranges, status, final_T and taus
-            items = ops.rasterize_camera_median(out[3].detach(), out[6], out[7], out[10], out[8].detach(), width,
-                                                height)
+            items = ops.rasterize_camera_median(out[3].detach(), out[6], out[7], out[10], out[8].detach(),
+                                                *_median.parts(out[11], out[12]), _SEGMENT_MIN, width, height)
             poses = _median.item_poses(_OP, viewmats, viewmats_end, shutter, out[13], N)
             return _median.median_of(items, _median.camera_depths(poses, means))
     return run_with_meta(_OP, run, _FORWARD, _WITH_MEANS2D, means, C, N, return_meta, means2d_grad,
@@ -365,6 +365,7 @@ _OUTPUTS_MEDIAN = (named_outputs("rasterize_camera_fwd", 3, extra=("median_depth
 
 
 @torch.library.register_fake("nurec_ops::rasterize_camera_median")
-def _fake_median(records, isect_items, tile_ranges, status, final_T, width, height):
-    return _median.fake_median(_OP + "_median", records, isect_items, tile_ranges, status, final_T, int(height),
-                               int(width), _TILE, _TILE)
+def _fake_median(records, isect_items, tile_ranges, status, final_T, seg_state, seg_last, segment_min, width,
+                 height):
+    return _median.fake_median(_OP + "_median", records, isect_items, tile_ranges, status, final_T, seg_state,
+                               seg_last, segment_min, int(height), int(width), _TILE, _TILE)

@@ -146,6 +146,7 @@ def rasterize_lidar(means, quats, scales, opacities, features, viewmats, row_ele
     if median_depth:
         def median(out):  # the forward op's records, isect_items, tile_ranges, status, final_T and taus
             items = ops.rasterize_lidar_median(out[3].detach(), out[5], out[6], out[9], out[7].detach(),
+                                               *_median.parts(out[10], out[11]), _SEGMENT_MIN,
                                                row_elevations.detach(), col_az, col_order,
                                                row_azimuth_offsets.detach())
             poses = _median.item_poses(_OP, viewmats, viewmats_end, "top_to_bottom", out[12], N)
@@ -342,8 +343,8 @@ _OUTPUTS_MEDIAN = (named_outputs("rasterize_lidar_fwd", 3, _RENAME, extra=("medi
 
 
 @torch.library.register_fake("nurec_ops::rasterize_lidar_median")
-def _fake_median(records, isect_items, tile_ranges, status, final_T, row_elevations, column_azimuths, column_order,
-                 row_azimuth_offsets):
+def _fake_median(records, isect_items, tile_ranges, status, final_T, seg_state, seg_last, segment_min,
+                 row_elevations, column_azimuths, column_order, row_azimuth_offsets):
     op = _OP + "_median"
     Ck.shape(op, "row_elevations", row_elevations, (-1,), "[R]")
     Ck.shape(op, "column_azimuths", column_azimuths, (-1,), "[W]")
@@ -358,4 +359,5 @@ def _fake_median(records, isect_items, tile_ranges, status, final_T, row_elevati
                     ("row_azimuth_offsets", row_azimuth_offsets)):
         Ck.real(op, name, t, records, "records")
         Ck.device(op, name, t, records, "records")
-    return _median.fake_median(op, records, isect_items, tile_ranges, status, final_T, R, W, _TILE_ROWS, _TILE_COLS)
+    return _median.fake_median(op, records, isect_items, tile_ranges, status, final_T, seg_state, seg_last,
+                               segment_min, R, W, _TILE_ROWS, _TILE_COLS)

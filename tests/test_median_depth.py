@@ -7,6 +7,7 @@ reference, opcheck, compile, graphs, no sync, poison and overflow; here:
 hand-built scenes whose median is known exactly, its gradient, real data
 (gsplat's garden fixture, real lidar tables), the raw ops' bad inputs and
 lists that are not a forward's."""
+import importlib
 import math
 import warnings
 
@@ -169,26 +170,34 @@ def test_lidar_median_on_real_tables(device, table):
 
 # ------------------------------------------------------- the raw ops' inputs
 
+SEGMENT_MIN = 2  # the forward below cuts its CUDA lists into parts of at least 2 entries
+
+
 def _camera_forward(device, dtype=torch.float64):
     s = tc.to(tc.random_scene(N=80, C=2, W=24, H=16), device, dtype, grad=False)
+    parts = 16 if device == "cuda" else 0
     out = OPS.rasterize_camera_fwd(s["means"], s["quats"], s["scales"], s["opacities"], s["features"],
-                                   s["viewmats"], s["Ks"], None, 24, 16, 0.01, 1e10, -1, 0, 1, 1 << 14)
-    return out[3], out[6], out[7], out[10], out[8]
+                                   s["viewmats"], s["Ks"], None, 24, 16, 0.01, 1e10, -1, parts, SEGMENT_MIN, 1 << 14)
+    return out[3], out[6], out[7], out[10], out[8], out[11], out[12]
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_median_op_bad_inputs_raise(device):
-    rec, isect, ranges, status, T = _camera_forward(device)
+    rec, isect, ranges, status, T, ss, sl = _camera_forward(device)
+    P = (ss, sl, SEGMENT_MIN)
     bad = [
-        ((rec[..., :7], isect, ranges, status, T, 24, 16), "`records` must have shape"),
-        ((rec.float(), isect, ranges, status, T.float(), 24, 16), None),  # float32 records and final_T are fine
-        ((rec, isect.long(), ranges, status, T, 24, 16), "`isect_items` must be int32"),
-        ((rec, isect, ranges, status, T, 40, 16), "`tile_ranges` must have shape"),
-        ((rec, isect, ranges, status[:1], T, 24, 16), "`status` must have shape"),
-        ((rec, isect, ranges.int(), status, T, 24, 16), "`tile_ranges` must be int64"),
-        ((rec, isect, ranges, status, T[:, :8], 24, 16), "`final_T` must have shape"),
-        ((rec, isect, ranges, status, T.float(), 24, 16), "`final_T` is float32 but `records` is float64"),
-        ((rec, isect, ranges, status, T, -1, 16), "`width` must be in"),
+        ((rec[..., :7], isect, ranges, status, T, *P, 24, 16), "`records` must have shape"),
+        ((rec.float(), isect, ranges, status, T.float(), ss.float(), sl, SEGMENT_MIN, 24, 16), None),  # float32 throughout
+        ((rec, isect.long(), ranges, status, T, *P, 24, 16), "`isect_items` must be int32"),
+        ((rec, isect, ranges, status, T, *P, 40, 16), "`tile_ranges` must have shape"),
+        ((rec, isect, ranges, status[:1], T, *P, 24, 16), "`status` must have shape"),
+        ((rec, isect, ranges.int(), status, T, *P, 24, 16), "`tile_ranges` must be int64"),
+        ((rec, isect, ranges, status, T[:, :8], *P, 24, 16), "`final_T` must have shape"),
+        ((rec, isect, ranges, status, T.float(), *P, 24, 16), "`final_T` is float32 but `records` is float64"),
+        ((rec, isect, ranges, status, T, ss[..., :1, :], sl, SEGMENT_MIN, 24, 16), "`seg_state` must have shape"),
+        ((rec, isect, ranges, status, T, ss, sl.long(), SEGMENT_MIN, 24, 16), "`seg_last` must be int32"),
+        ((rec, isect, ranges, status, T, ss, sl, 0, 24, 16), "`segment_min` must be >= 1"),
+        ((rec, isect, ranges, status, T, *P, -1, 16), "`width` must be in"),
     ]
     for args, msg in bad:
         if msg is None:
@@ -198,7 +207,7 @@ def test_median_op_bad_inputs_raise(device):
             OPS.rasterize_camera_median(*args)
     if device == "cuda":
         with pytest.raises(RuntimeError, match="`isect_items` is on"):
-            OPS.rasterize_camera_median(rec, isect.cpu(), ranges, status, T, 24, 16)
+            OPS.rasterize_camera_median(rec, isect.cpu(), ranges, status, T, *P, 24, 16)
 
 
 @pytest.mark.sanitize
@@ -208,14 +217,14 @@ def test_median_op_on_lists_not_from_a_forward(device):
     nothing out of bounds: every answer is an item in range or none (and
     compute-sanitizer's memcheck runs this file on the GPU). Every cell
     walks (final_T zero)."""
-    rec, isect, ranges, status, T = _camera_forward(device)
+    rec, isect, ranges, status, T, ss, sl = _camera_forward(device)
     T = torch.zeros_like(T)
     C, N = rec.shape[:2]
     g = torch.Generator().manual_seed(0)
     wild = torch.randint(-5, isect.numel() + 1000, ranges.shape, generator=g).to(ranges)
     junk = torch.randint(-(1 << 30), 1 << 30, isect.shape, generator=g, dtype=torch.int32).to(isect)
     for r, i in ((wild, isect), (ranges, junk), (wild, junk)):
-        m = OPS.rasterize_camera_median(rec, i, r, status, T, 24, 16)
+        m = OPS.rasterize_camera_median(rec, i, r, status, T, ss, sl, SEGMENT_MIN, 24, 16)
         assert ((m == -1) | ((m >= 0) & (m < C * N))).all()
     el, az, off = (t.to(device, torch.float64) for t in tl.sensor(col_step=30))
     order = torch.arange(az.numel(), dtype=torch.int32, device=device)
@@ -223,21 +232,23 @@ def test_median_op_on_lists_not_from_a_forward(device):
     tiles = torch.randint(-3, 50, (1, el.numel(), (az.numel() + 255) // 256, 2), generator=g).to(device)
     items = torch.randint(-9, 9, (40,), generator=g, dtype=torch.int32).to(device)
     lT = torch.zeros(1, el.numel(), az.numel(), dtype=torch.float64, device=device)
-    m = OPS.rasterize_lidar_median(lrec, items, tiles, status, lT, el, az, order, off)
+    none = torch.zeros(0, 1, 256, 4, dtype=torch.float64, device=device)
+    m = OPS.rasterize_lidar_median(lrec, items, tiles, status, lT, none, none[..., 0].int(), 64, el, az, order, off)
     assert m.shape == (1, el.numel(), az.numel()) and ((m >= -1) & (m < 4)).all()
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_median_ops_opcheck(device):
     """The raw ops against their fake kernels and schemas."""
-    rec, isect, ranges, status, T = _camera_forward(device)
-    torch.library.opcheck(OPS.rasterize_camera_median, (rec, isect, ranges, status, T, 24, 16))
+    rec, isect, ranges, status, T, ss, sl = _camera_forward(device)
+    torch.library.opcheck(OPS.rasterize_camera_median, (rec, isect, ranges, status, T, ss, sl, SEGMENT_MIN, 24, 16))
     s = tl.to(tl.random_scene(N=60, C=2, D=2, row_step=16, col_step=30), device, torch.float64, grad=False)
     order = torch.arange(s["column_azimuths"].numel(), dtype=torch.int32, device=device)
     out = OPS.rasterize_lidar_fwd(s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"],
                                   s["row_elevations"], s["column_azimuths"], order, s["row_azimuth_offsets"], 0.5,
                                   200.0, 1e-4, 0, 1, 1 << 14)
-    torch.library.opcheck(OPS.rasterize_lidar_median, (out[3], out[5], out[6], out[9], out[7], s["row_elevations"],
+    torch.library.opcheck(OPS.rasterize_lidar_median, (out[3], out[5], out[6], out[9], out[7], out[10], out[11], 512,
+                                                       s["row_elevations"],
                                                        s["column_azimuths"], order, s["row_azimuth_offsets"]))
 
 
@@ -251,3 +262,26 @@ def test_median_of_an_overflowed_call_is_nan():
         out = tc.run(nurec_ops.rasterize_camera, dict(s, median_depth=True, capacity=4))
         torch.cuda.synchronize()
     assert torch.isnan(out.depth).all() and torch.isnan(out.median_depth).all()
+
+
+@gpu
+@pytest.mark.sanitize
+@pytest.mark.parametrize("sensor", ["camera", "lidar"])
+def test_median_from_the_parts_equals_the_whole_walk(monkeypatch, sensor):
+    """Lists cut into parts (CUDA): a cell's walk that starts at the part
+    its median lies in, from the forward's transmittance there, picks the
+    Gaussian a walk of the whole list picks (float64: up to a transmittance
+    within rounding of one half)."""
+    import op_cases
+    from nurec_ops import _median
+
+    module = nurec_ops.rasterize_camera if sensor == "camera" else nurec_ops.rasterize_lidar
+    monkeypatch.setattr(importlib.import_module(module.__module__), "_SEGMENT_MIN", 32 if sensor == "camera" else 64)
+    s = op_cases._camera_long("cuda", torch.float64) if sensor == "camera" else op_cases._lidar_long("cuda", torch.float64)
+    run = tc.run if sensor == "camera" else tl.run
+    with torch.no_grad():
+        cut = run(module, dict(s, median_depth=True))[3]
+        monkeypatch.setattr(_median, "USE_PARTS", False)
+        whole = run(module, dict(s, median_depth=True))[3]
+    assert (whole > 0).float().mean() > 0.05
+    assert (cut != whole).float().mean() < 1e-3

@@ -299,7 +299,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_cam
 // and splat_cell_cpu_generic.h): [C, H, W] int32, camera x N + Gaussian, or
 // NUREC_SPLAT_MEDIAN_NONE / _OVERFLOW.
 Tensor rasterize_camera_median(Tensor records, Tensor isect_items, Tensor tile_ranges, Tensor status, Tensor final_T,
-                               int64_t width, int64_t height) {
+                               Tensor seg_state, Tensor seg_last, int64_t segment_min, int64_t width,
+                               int64_t height) {
     const char* op = "rasterize_camera_median";
     NUREC_CHECK(width >= 0 && width <= (1 << 24), "nurec_ops.", op, ": `width` must be in [0, 2^24], got ", width);
     NUREC_CHECK(height >= 0 && height <= (1 << 24), "nurec_ops.", op, ": `height` must be in [0, 2^24], got ",
@@ -314,6 +315,8 @@ Tensor rasterize_camera_median(Tensor records, Tensor isect_items, Tensor tile_r
                                      height, width);
     NUREC_CHECK(p.num_cameras * p.tiles_x * (int64_t)p.tiles_y < ((int64_t)1 << 31), "nurec_ops.", op,
                 ": cameras x tiles must be < 2^31 (`width`, `height` too large)");
+    splat_median_parts(op, p, records, p.num_cameras * (int64_t)p.tiles_x * p.tiles_y, NUREC_TILE * NUREC_TILE,
+                       seg_state, seg_last, segment_min);
     splat_check_status(op, launch(op, records, p, nurec_rasterize_camera_median_cpu,
                                   NUREC_CUDA_ONLY(nurec_rasterize_camera_median_cuda)));
     return out;
@@ -343,7 +346,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor, Tensor, "
           "Tensor, Tensor, Tensor grad_records, Tensor grad_means2d)");
     m.def("rasterize_camera_median(Tensor records, Tensor isect_items, Tensor tile_ranges, Tensor status, "
-          "Tensor final_T, int width, int height) -> Tensor median_items");
+          "Tensor final_T, Tensor seg_state, Tensor seg_last, int segment_min, int width, int height) -> "
+          "Tensor median_items");
 }
 
 // One function serves both dispatch keys: it branches on the device itself.

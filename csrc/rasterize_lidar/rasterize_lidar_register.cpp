@@ -260,7 +260,8 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lid
 // int32, sweep x N + Gaussian, or NUREC_SPLAT_MEDIAN_NONE / _OVERFLOW. The
 // table as the forward took it (canonical columns and their order).
 Tensor rasterize_lidar_median(Tensor records, Tensor isect_items, Tensor tile_ranges, Tensor status,
-                              Tensor final_T, Tensor row_elevations, Tensor column_azimuths, Tensor column_order,
+                              Tensor final_T, Tensor seg_state, Tensor seg_last, int64_t segment_min,
+                              Tensor row_elevations, Tensor column_azimuths, Tensor column_order,
                               Tensor row_azimuth_offsets) {
     const char* op = "rasterize_lidar_median";
     check_shape(op, "row_elevations", row_elevations, {-1}, "[R]");
@@ -288,6 +289,8 @@ Tensor rasterize_lidar_median(Tensor records, Tensor isect_items, Tensor tile_ra
                                      R, W);
     NUREC_CHECK(p.num_sweeps * p.tiles_x * (int64_t)p.tiles_y < ((int64_t)1 << 31), "nurec_ops.", op,
                 ": sweeps x tiles must be < 2^31 (too many sweeps, rows or columns)");
+    splat_median_parts(op, p, records, p.num_sweeps * (int64_t)p.tiles_x * p.tiles_y,
+                       NUREC_RL_TILE_ROWS * NUREC_RL_TILE_COLS, seg_state, seg_last, segment_min);
     Tensor row_el = dense(row_elevations), col_az = dense(column_azimuths), order = dense(column_order),
            row_off = dense(row_azimuth_offsets);
     p.row_elevations = row_el.data_ptr();
@@ -322,7 +325,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "bool means2d_grad=False) -> (Tensor, Tensor, Tensor, Tensor, Tensor, Tensor grad_records, "
           "Tensor grad_means2d)");
     m.def("rasterize_lidar_median(Tensor records, Tensor isect_items, Tensor tile_ranges, Tensor status, "
-          "Tensor final_T, Tensor row_elevations, Tensor column_azimuths, Tensor column_order, Tensor row_azimuth_offsets) -> "
+          "Tensor final_T, Tensor seg_state, Tensor seg_last, int segment_min, Tensor row_elevations, Tensor column_azimuths, Tensor column_order, Tensor row_azimuth_offsets) -> "
           "Tensor median_items");
 }
 

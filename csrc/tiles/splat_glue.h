@@ -463,6 +463,23 @@ Tensor splat_median_inputs(const char* op, Params& p, int64_t& images, SplatBuff
     return out;
 }
 
+// A median op's part state from its forward (seg_state, seg_last; [0, ...]
+// without parts), checked and bound as a backward's (splat_segments_saved;
+// D from seg_state's last dimension): where the forward cut a list, each
+// cell starts its walk at the part its median lies in. After
+// splat_median_inputs (p.capacity is the forward's). `seg_state` and
+// `seg_last` are made dense in place (they must outlive the launch).
+template <class Params>
+void splat_median_parts(const char* op, Params& p, const Tensor& records, int64_t tiles, int64_t cells_per_tile,
+                        Tensor& seg_state, Tensor& seg_last, int64_t segment_min) {
+    const int64_t D = seg_state.dim() == 4 ? seg_state.size(3) - 2 : 0;
+    NUREC_CHECK(D >= 0, "nurec_ops.", op, ": `seg_state` must have shape [S, slots / S, cells per tile, D + 2], got ",
+                shape_str(seg_state));
+    p.channels = D;
+    splat_segments_saved(op, records, p, tiles, cells_per_tile, D, seg_state, seg_last, segment_min);
+    if (p.segments <= 1) p.seg_state = nullptr;
+}
+
 }  // namespace nurec
 
 #endif  // NUREC_SPLAT_GLUE_H

@@ -23,6 +23,7 @@
 
 #include "tiles/splat.h"
 #include "tiles/splat_math.h"
+#include "tiles/splat_combine_cuda.cuh" /* nurec_splat_part_at */
 
 /* the staged part of a record: u, v, the conic and the opacity (what an
    alpha reads; tiles.h layout) */
@@ -53,7 +54,46 @@ __device__ __forceinline__ void nurec_splat_median(const Params& p) {
        forward's own walk */
     bool done = cell < 0 || !(((const Real*)p.final_T)[cell] <= (Real)0.5);
     Real T = 1;
-    for (int64_t b = start; b < end; b += Cells::per_tile) {
+    /* a list the forward cut into parts: each part's slot holds the cell's
+       transmittance after it (tiles/splat_combine_cuda.cuh), so the cell
+       starts at the part its median lies in, from the transmittance there
+       (a long list is walked a part's length, not its whole length, as the
+       forward's blocks do) */
+    int64_t from = start;
+    __shared__ int s_first;
+    if (local == 0) s_first = 1 << 30;
+    __syncthreads();
+    if (!done && p.segments > 1 && p.seg_state != NULL) {
+        int64_t seg_len;
+        const int n = nurec_splat_segment_count(p.segments, p.segment_min, end - start, &seg_len);
+        const int64_t E = p.channels + 2;
+        int s = 0;
+        for (; s < n - 1; ++s) {
+            const int64_t at = nurec_splat_part_at<Cells::per_tile>(p, tile, start, local, s);
+            if (at < 0 || at >= p.seg_slots * Cells::per_tile) break; /* not a forward's layout: walk it all */
+            const Real after = ((const Real*)p.seg_state)[E * at + E - 1];
+            if (after <= (Real)0.5) break;
+            T = after;
+        }
+        if (s > 0 && T == T) { /* not NaN */
+            from = start + s * seg_len;
+        } else {
+            T = 1;
+        }
+        atomicMin(&s_first, (int)((from - start) / (seg_len > 0 ? seg_len : 1)));
+        from = from < end ? from : end;
+    } else if (!done) {
+        atomicMin(&s_first, 0);
+    }
+    __syncthreads();
+    /* the block's walk begins at the earliest part any of its cells needs */
+    int64_t begin = start;
+    if (s_first != (1 << 30) && s_first > 0) {
+        int64_t seg_len;
+        nurec_splat_segment_count(p.segments, p.segment_min, end - start, &seg_len);
+        begin = start + (int64_t)s_first * seg_len;
+    }
+    for (int64_t b = begin; b < end; b += Cells::per_tile) {
         /* also the barrier before the batch is overwritten */
         if (__syncthreads_and(done)) break;
         const int64_t j = b + local;
@@ -71,7 +111,7 @@ __device__ __forceinline__ void nurec_splat_median(const Params& p) {
         const int n = end - b < Cells::per_tile ? (int)(end - b) : Cells::per_tile;
         for (int k = 0; k < n && !done; ++k) {
             const int32_t e = s_it[k];
-            if (e < 0) continue;
+            if (e < 0 || b + k < from) continue;
             const Real a = Cells::alpha(s_rec + NUREC_SPLAT_MEDIAN_STAGED * k, cu, cv);
             if (a == 0) continue;
             const int st = Cells::step(a, &T);
