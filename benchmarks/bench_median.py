@@ -13,7 +13,6 @@ only up to each cell's median.
 """
 import argparse
 import os
-import statistics
 import sys
 
 import torch
@@ -23,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nurec_ops  # noqa: E402
 from bench_rasterize_camera import garden, street  # noqa: E402
 from bench_rasterize_lidar import street_lidar_scene  # noqa: E402
-from timing import back_to_back_us, kernel_totals, table  # noqa: E402
+from timing import interleaved_ms, kernel_totals, table  # noqa: E402
 
 KEYS = ("means", "quats", "scales", "opacities", "features")
 
@@ -78,15 +77,7 @@ def main():
         sc = make()
         render = kind(sc)
         fns = calls(render, sc)
-        for _ in range(3):
-            for f in fns:
-                f()
-        torch.cuda.synchronize()
-        t = [[] for _ in fns]
-        for _ in range(a.rounds):
-            for i, f in enumerate(fns):
-                t[i].append(back_to_back_us(f, calls=a.calls, warmup=2) / 1e3)
-        med = [statistics.median(v) for v in t]
+        med = interleaved_ms(fns, a.rounds, a.calls)
         walk = sum(us for k, us in kernel_totals(fns[1], calls=10, warmup=2).items() if "median_kernel" in k)
         with torch.no_grad():
             out = render(sc, True)

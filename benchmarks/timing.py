@@ -69,6 +69,21 @@ def back_to_back_us(fn, calls=100, warmup=10):
     return 1e3 * a.elapsed_time(b) / calls
 
 
+def interleaved_ms(fns, rounds=5, calls=10, warmup=3):
+    """Median over `rounds` rounds of each of `fns`' back-to-back mean in ms,
+    the functions interleaved round by round (after `warmup` calls of each),
+    so that clocks and caches drift alike for all of them."""
+    for _ in range(warmup):
+        for f in fns:
+            f()
+    torch.cuda.synchronize()
+    t = [[] for _ in fns]
+    for _ in range(rounds):
+        for i, f in enumerate(fns):
+            t[i].append(back_to_back_us(f, calls=calls, warmup=2) / 1e3)
+    return [statistics.median(v) for v in t]
+
+
 def host_us(fn, calls=100, warmup=10):
     for _ in range(warmup):
         fn()

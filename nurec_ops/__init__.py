@@ -11,6 +11,7 @@ from .covariance import quat_scale_to_covar_preci
 from .track_poses import interpolate_track_poses
 from .rasterize_camera import rasterize_camera
 from .rasterize_lidar import rasterize_lidar
+from .rasterize_rays import rasterize_rays
 from . import reference
 from . import diagnose
 from .nvtx import set_nvtx
@@ -27,6 +28,7 @@ __all__ = [
     "collect",
     "rasterize_camera",
     "rasterize_lidar",
+    "rasterize_rays",
     "quat_scale_to_covar_preci",
     "reference",
     "has_cuda_kernels",

@@ -29,6 +29,7 @@ from nurec_ops.collect import _COLLECT, _COLLECT_PARAMETERS
 from nurec_ops.covariance import _COVAR_PRECI
 from nurec_ops.rasterize_camera import _FORWARD as _CAMERA_FWD, _POLICY as _CAMERA_POLICY
 from nurec_ops.rasterize_lidar import _FORWARD as _LIDAR_FWD, _POLICY as _LIDAR_POLICY
+from nurec_ops.rasterize_rays import _FORWARD as _RAYS_FWD, _POLICY as _RAYS_POLICY
 from nurec_ops.track_poses import _INTERPOLATE
 
 import shared_data
@@ -36,6 +37,7 @@ import test_camera_models_fused as tm
 import test_covariance as tcov
 import test_rasterize_camera as tc
 import test_rasterize_lidar as tl
+import test_rasterize_rays as tr
 from random_scenes import make_gaussians, make_track_poses, make_tracks, query_times_for
 from test_rolling_shutter import lidar_end, moved
 
@@ -233,6 +235,26 @@ LIDAR_MEDIAN_PARTS = Parts("nurec_ops.rasterize_lidar",
                            long=lambda d, t: dict(_lidar_long(d, t), median_depth=True), long_min=64)
 
 
+# ---------------------------------------------------------- ray bundles
+
+def _rays_make(rolling=False, pattern="rosette"):
+    def scene(large):
+        if large:
+            return tr.random_scene(N=3000, C=2, M=20000, pattern=pattern, rolling=rolling)
+        return tr.random_scene(N=60, C=2, M=300, pattern=pattern, rolling=rolling)
+    draw = seeded(scene)
+
+    def make(device, dtype, seed, large=False):
+        return tr.to(draw(seed, large), device, dtype)
+    return make
+
+
+RAYS = dict(op=nurec_ops.rasterize_rays, reference=ref.rasterize_rays, outputs=("features", "range", "alpha"),
+            grads=tr.GRAD_KEYS, autograd_op=_RAYS_FWD, fixed=dict(capacity=1 << 19, grid=(6, 10)),
+            policy=_RAYS_POLICY, policy_key=lambda s: ("rays", s["viewmats"].shape[0], s["ray_origins"].shape[-2]),
+            flips=(2e-3, 0.03, 0.05), atomic_grads=True)
+
+
 # ---------------------------------------------------------- actor tracks
 
 G_NAMES = ("means", "quats", "log_scales", "opacity_logits")
@@ -386,6 +408,8 @@ CASES = [
     OpCase("lidar-rolling", make=_lidar_make(rolling=True), **LIDAR),
     OpCase("lidar-median-global", make=_lidar_make(median=True), **dict(LIDAR_MEDIAN, parts=LIDAR_MEDIAN_PARTS)),
     OpCase("lidar-median-rolling", make=_lidar_make(rolling=True, median=True), **LIDAR_MEDIAN),
+    OpCase("rays-rosette", make=_rays_make(), inductor=True, **RAYS),
+    OpCase("rays-rolling-sphere", make=_rays_make(rolling=True, pattern="sphere"), **RAYS),
     OpCase("collect-slerp", make=_collect_make("slerp"), inductor=True, **COLLECT),
     OpCase("collect-nearest", make=_collect_make("nearest"), **COLLECT),
     OpCase("collect-nearest-broadcast", make=_collect_make("nearest", broadcast=True), **COLLECT),

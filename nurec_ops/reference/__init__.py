@@ -6,6 +6,7 @@ from .covariance import quat_scale_to_covar_preci
 from .track_poses import interpolate_track_poses
 from .rasterize_camera import rasterize_camera
 from .rasterize_lidar import rasterize_lidar
+from .rasterize_rays import rasterize_rays
 
 __all__ = ["interpolate_track_poses", "collect_gaussian_parameters", "collect", "rasterize_camera", "rasterize_lidar",
-           "quat_scale_to_covar_preci"]
+           "rasterize_rays", "quat_scale_to_covar_preci"]
