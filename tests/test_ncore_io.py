@@ -239,6 +239,87 @@ def test_lidar_model_and_grids(clip, written):
         lid.model  # unpacks into rasterize_lidar
 
 
+def test_lidar_sweeps_as_ray_bundles(written):
+    """lidar_rays=True: each sweep's stored rays as a ray bundle. lidar_plain
+    stores every ray (misses as NaN): its directions, validity, ranges and
+    firing times are the written ones; lidar_top stores only its returns,
+    shuffled, so its sweeps differ in length and the shorter ones are
+    padded (NaN directions). Each ray posed at its own time by SPEC 7's
+    interpolation of the sweep's start and end poses and stretched to its
+    range lands on the world point NCore's per-timestamp pose gives (the
+    ego turns at 0.1 rad/s: within 2 mm), and ray_bundle unpacks into
+    rasterize_rays, NaN exactly on the padding."""
+    import nurec_ops
+    from nurec_ops.reference.rasterize_rays import world_rays
+
+    truth = written[1]
+    clip = nio.load_clip(written[0], cameras=[], load_images=False, dtype=torch.float64, lidar_rays=True)
+    for name, lid in clip.lidars.items():
+        S, K = lid.ray_valid.shape
+        assert S == len(SWEEPS) and lid.ray_directions.shape == (S, K, 3)
+        lens = []
+        for s, sw in enumerate(truth["sweeps"][name]):
+            hit = np.isfinite(sw["dist"])
+            keep = np.arange(hit.size) if name == "lidar_plain" else None
+            n = hit.size if name == "lidar_plain" else int(hit.sum())
+            lens.append(n)
+            pad = torch.arange(K) >= n
+            assert torch.isnan(lid.ray_directions[s][pad]).all() and not lid.ray_valid[s][pad].any()
+            d = lid.ray_directions[s][~pad]
+            torch.testing.assert_close(d.norm(dim=-1), torch.ones(n, dtype=torch.float64))
+            if keep is not None:
+                want = torch.from_numpy(sw["direction"].astype(np.float64))
+                torch.testing.assert_close(d, want / want.norm(dim=-1, keepdim=True))
+                assert torch.equal(lid.ray_valid[s][:n], torch.from_numpy(hit))
+                r = torch.from_numpy(sw["dist"].astype(np.float64))
+                assert torch.equal(lid.ray_ranges[s][:n][hit], r[hit]) and torch.isnan(lid.ray_ranges[s][:n][~hit]).all()
+                cols = torch.from_numpy(sw["cols"].astype(np.float64))
+                torch.testing.assert_close(lid.ray_times[s][:n], cols / (COLS - 1), rtol=0, atol=1e-5)
+            else:
+                assert lid.ray_valid[s][:n].all()
+        assert K == max(lens)
+        ok = lid.ray_valid
+        o_w, d_w, usable = world_rays(lid.viewmats, torch.zeros_like(lid.ray_directions), lid.ray_directions,
+                                      lid.ray_times, lid.viewmats_end)
+        assert torch.equal(usable, ~torch.isnan(lid.ray_directions[..., 0]))
+        pts = (o_w + d_w * lid.ray_ranges[..., None])[ok]  # sweep by sweep, in stored order: as lid.points
+        torch.testing.assert_close(pts, lid.points, rtol=0, atol=2e-3)
+        g = torch.Generator().manual_seed(0)
+        N = 64
+        means = lid.points[torch.randint(0, lid.points.shape[0], (N,), generator=g)]
+        out = nurec_ops.rasterize_rays(means, torch.randn(N, 4, generator=g, dtype=torch.float64),
+                                       torch.full((N, 3), 0.3, dtype=torch.float64),
+                                       torch.full((N,), 0.9, dtype=torch.float64), torch.rand(N, 2, generator=g,
+                                                                                              dtype=torch.float64),
+                                       **lid.ray_bundle(torch.tensor([0, 2])))
+        nan = torch.isnan(out.alpha[..., 0])
+        assert torch.equal(nan, ~usable[[0, 2]]) and out.alpha[~nan].max() > 0.5
+
+
+def test_lidar_without_a_model_loads_as_ray_bundles(tmp_path):
+    """A lidar with no spinning model (no intrinsics stored: known only by
+    its rays, as a solid-state one) has no grids; by default
+    (lidar_rays="auto") its sweeps come as ray bundles and points, while a
+    row-offset lidar beside it keeps its grids and no bundles."""
+    lids = [synth.SynthLidar("lidar_top", lidar_parameters(), LIDAR_MOUNTS["lidar_top"], SWEEPS[:2],
+                             stored="returns", write_model=False),
+            synth.SynthLidar("lidar_plain", lidar_parameters(), LIDAR_MOUNTS["lidar_plain"], SWEEPS[:2],
+                             stored="rays", group="lidars2")]
+    meta, truth = synth.write_clip(str(tmp_path), STREET, [], lids, OBS_US, sequence_id="nurec-ops-free-lidar",
+                                   duration_us=DURATION_US)
+    clip = nio.load_clip(meta, dtype=torch.float64)
+    free, plain = clip.lidars["lidar_top"], clip.lidars["lidar_plain"]  # car_a is labelled in lidar_top's frame
+    assert free.row_elevations is None and free.ranges is None
+    assert free.ray_directions.shape[0] == 2 and free.ray_valid.any(-1).all()
+    n = [int(np.isfinite(sw["dist"]).sum()) for sw in truth["sweeps"]["lidar_top"]]
+    assert free.points.shape[0] == sum(n) and free.ray_directions.shape[1] == max(n)
+    assert plain.ranges is not None and plain.ray_directions is None
+    with pytest.raises(ValueError, match="lidar_rays=True"):
+        plain.ray_bundle(0)
+    with pytest.raises(ValueError, match="lidar_rays"):
+        nio.load_clip(meta, lidar_rays="yes")
+
+
 @pytest.mark.parametrize("duplicates", [False, True])
 def test_grid_keeps_each_cells_nearest_return(duplicates):
     """_grid: with a ray per cell (the fast path, no sort) and with several

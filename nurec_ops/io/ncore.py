@@ -11,6 +11,8 @@
     lid = clip.lidars["lidar_top"]
     rasterize_lidar(means, quats, scales, opacities, features, lid.viewmats[i], *lid.model,
                     viewmats_end=lid.viewmats_end[i], column_times=lid.column_times)
+    rasterize_rays(means, quats, scales, opacities, features, **lid.ray_bundle(i))  # any lidar: its rays
+                                                   # (load_clip(lidar_rays=True); default: lidars with no model)
     init = clip.initial_gaussians()                # lidar points: means, track ids (-1: static)
 
 Everything is read and converted while loading (loops over frames are fine
@@ -190,16 +192,39 @@ def _grid(rows, cols, dist, inten, R, W):
     return ranges.reshape(R, W), valid.reshape(R, W), intensity.reshape(R, W)
 
 
-def _sweep_rays(sensor, i):
-    """Sweep i's valid returns: directions [M, 3], timestamps [M], ranges [M]
-    (numpy float64 / uint64) and the valid mask over every stored ray."""
+def _sweep_bundle(sensor, i):
+    """Sweep i's stored rays, all of them: directions [n, 3], timestamps
+    [n], first-return ranges [n] (numpy float64 / uint64) and whether each
+    has a valid return."""
     import numpy as np
 
     d = np.asarray(sensor.get_frame_ray_bundle_direction(i), dtype=np.float64)
     t = np.asarray(sensor.get_frame_ray_bundle_timestamp_us(i))
     r = np.asarray(sensor.get_frame_ray_bundle_return_distance_m(i, 0), dtype=np.float64)
     ok = np.asarray(sensor.get_frame_ray_bundle_return_valid_mask(i, 0)) & np.isfinite(r) & (r > 0)
+    return d, t, r, ok
+
+
+def _sweep_rays(sensor, i):
+    """Sweep i's valid returns: directions [M, 3], timestamps [M], ranges [M]
+    (numpy float64 / uint64) and the valid mask over every stored ray."""
+    d, t, r, ok = _sweep_bundle(sensor, i)
     return d[ok], t[ok], r[ok], ok
+
+
+def _sweep_as_rays(sensor, i, span_us):
+    """Sweep i as a ray bundle (numpy): unit directions [n, 3], times [n] in
+    [0, 1] within the sweep's span (start, end) us, ranges [n] (NaN without
+    a valid return), valid [n], intensity [n] (0 without one)."""
+    import numpy as np
+
+    d, t, r, ok = _sweep_bundle(sensor, i)
+    n = np.linalg.norm(d, axis=-1, keepdims=True)
+    d = d / np.where(n > 0, n, 1.0)
+    t0, t1 = (int(v) for v in span_us)
+    tau = (t.astype(np.float64) - t0) / (t1 - t0) if t1 > t0 else np.zeros(t.shape)
+    inten = np.nan_to_num(np.asarray(sensor.get_frame_ray_bundle_return_intensity(i, 0), dtype=np.float64))
+    return d, np.clip(tau, 0.0, 1.0), np.where(ok, r, np.nan), ok, np.where(ok, inten, 0.0)
 
 
 def _sweep_points(graph, name, world, d, t, r):
@@ -244,7 +269,8 @@ def _lidar_meta(loader, name, world, time_range_us, device, dtype):
                       (mp.row_elevations_rad, mp.column_azimuths_rad, mp.row_azimuth_offsets_rad))
     elif mp is not None:
         warnings.warn(f"load_clip: lidar {name}'s model {mp.type()!r} is not a row-offset spinning one; "
-                      "only its points are read", RuntimeWarning, stacklevel=4)
+                      "its sweeps are read as points and ray bundles (rasterize_rays), not as grids",
+                      RuntimeWarning, stacklevel=4)
     ts = np.asarray(sensor.frames_timestamps_us)
     sel = _frames(ts, time_range_us)
     T = _poses(loader.pose_graph, world, name, ts[sel])
@@ -264,23 +290,25 @@ def _lidar_meta(loader, name, world, time_range_us, device, dtype):
     return lid, (sensor, sel, model)
 
 
-def _read_sweeps(loader, world, lid, src, sweeps, device, dtype, grids):
+def _read_sweeps(loader, world, lid, src, sweeps, device, dtype, grids, rays=False):
     """Fills ``lid.points`` / ``point_times_us`` / ``point_sweeps`` from the
     sweeps ``sweeps`` (indices into the selected frames) and, with
     ``grids`` (and a row-offset model), ``ranges`` / ``valid`` /
-    ``intensity`` of those sweeps."""
+    ``intensity`` of those sweeps; with ``rays`` the ``ray_*`` bundles."""
     import numpy as np
 
     import concurrent.futures as cf
 
     sensor, sel, model = src
+    spans = np.asarray(sensor.frames_timestamps_us) if rays else None
 
     def one(s):
         i = int(sel[s])
         d, t, r, ok = _sweep_rays(sensor, i)
         return (_sweep_points(loader.pose_graph, lid.name, world, d, t, r), torch.from_numpy(t.astype(np.int64)),
                 torch.full((t.shape[0],), int(s), dtype=torch.int64),
-                _sweep_grid(sensor, i, d, r, ok, model) if grids and model is not None else None)
+                _sweep_grid(sensor, i, d, r, ok, model) if grids and model is not None else None,
+                _sweep_as_rays(sensor, i, spans[i]) if rays else None)
 
     sweeps = list(sweeps)
     # a thread per sweep (up to 8): the decoding and numpy work release the interpreter for most of their time
@@ -299,6 +327,25 @@ def _read_sweeps(loader, world, lid, src, sweeps, device, dtype, grids):
         lid.ranges, lid.valid, lid.intensity = (_to(stack(0, torch.float64), device, dtype),
                                                 stack(1, torch.bool).to(device),
                                                 _to(stack(2, torch.float64), device, dtype))
+    if rays:
+        _pad_bundles(lid, [x[4] for x in read], device, dtype)
+
+
+def _pad_bundles(lid, bundles, device, dtype):
+    """The sweeps' ray bundles padded to the longest one's K rays (NaN
+    directions and ranges, time 0, invalid) into ``lid.ray_*``."""
+    import numpy as np
+
+    S, K = len(bundles), max([b[0].shape[0] for b in bundles], default=0)
+    d = np.full((S, K, 3), np.nan)
+    tau, r, inten = np.zeros((S, K)), np.full((S, K), np.nan), np.zeros((S, K))
+    ok = np.zeros((S, K), dtype=bool)
+    for s, (ds, ts, rs, oks, ins) in enumerate(bundles):
+        n = ds.shape[0]
+        d[s, :n], tau[s, :n], r[s, :n], ok[s, :n], inten[s, :n] = ds, ts, rs, oks, ins
+    lid.ray_directions, lid.ray_times, lid.ray_ranges, lid.ray_intensity = (
+        _to(torch.from_numpy(a), device, dtype) for a in (d, tau, r, inten))
+    lid.ray_valid = torch.from_numpy(ok).to(device)
 
 
 _OBS_FIELDS = ("track_id", "class_id", "timestamp_us", "reference_frame_id", "reference_frame_timestamp_us")
@@ -383,7 +430,7 @@ def _load_tracks(loader, world, device, dtype):
 
 
 def load_clip(path_or_meta_json, device="cpu", dtype=torch.float32, cameras=None, lidars=None,
-              time_range_us=None, image_scale=1.0, load_images=True, world_frame="world"):
+              time_range_us=None, image_scale=1.0, load_images=True, world_frame="world", lidar_rays="auto"):
     """Reads an NCore v4 clip into a Clip (see the module docstring).
 
     Args:
@@ -399,7 +446,13 @@ def load_clip(path_or_meta_json, device="cpu", dtype=torch.float32, cameras=None
         load_images: False leaves ``Camera.images`` None (calibration and
             poses only).
         world_frame: the pose graph's anchor frame.
+        lidar_rays: read the lidars' sweeps as ray bundles (``Lidar.ray_*``,
+            for rasterize_rays): ``"auto"`` (default) for the lidars without
+            a row-offset spinning model (which rasterize_lidar cannot take),
+            ``True`` for every lidar, ``False`` for none.
     """
+    if lidar_rays not in ("auto", True, False):
+        raise ValueError(f'load_clip: `lidar_rays` must be "auto", True or False, got {lidar_rays!r}')
     loader = _open(path_or_meta_json)
     cams = {}
     for n in _pick(loader.camera_ids, cameras, "cameras"):
@@ -413,7 +466,8 @@ def load_clip(path_or_meta_json, device="cpu", dtype=torch.float32, cameras=None
     lids = {}
     for n in _pick(loader.lidar_ids, lidars, "lidars"):
         lid, src = _lidar_meta(loader, n, world_frame, time_range_us, device, dtype)
-        _read_sweeps(loader, world_frame, lid, src, range(len(src[1])), device, dtype, grids=True)
+        rays = lidar_rays is True or (lidar_rays == "auto" and src[2] is None)
+        _read_sweeps(loader, world_frame, lid, src, range(len(src[1])), device, dtype, grids=True, rays=rays)
         lids[n] = lid
     return _clip(loader, cams, lids, world_frame, device, dtype)
 

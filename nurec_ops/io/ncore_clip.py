@@ -69,7 +69,17 @@ class Lidar:
     when the clip has one, else to the cell whose ray is nearest in angle;
     a cell hit by several rays keeps the nearest. All valid returns as
     world points (each from the sensor's pose at its own timestamp):
-    ``points [M, 3]``, ``point_times_us [M]``, ``point_sweeps [M]``."""
+    ``points [M, 3]``, ``point_times_us [M]``, ``point_sweeps [M]``.
+
+    The sweeps as ray bundles (``load_clip(lidar_rays=...)``; None when not
+    read), any lidar, with a spinning model or without: every stored ray of
+    each sweep, padded to the longest sweep's ``K`` rays: ``ray_directions
+    [S, K, 3]`` (unit, lidar frame; NaN in the padding, so that
+    rasterize_rays gives the padding NaN), ``ray_times [S, K]`` (the ray's
+    timestamp within its sweep's ``timestamps_us``, in [0, 1]),
+    ``ray_ranges [S, K]`` (the first return, metres; NaN without one),
+    ``ray_valid [S, K]`` bool (a valid return) and ``ray_intensity [S, K]``.
+    ``ray_bundle(i)`` unpacks sweeps ``i`` into rasterize_rays' arguments."""
     name: str
     row_elevations: Optional[torch.Tensor]
     column_azimuths: Optional[torch.Tensor]
@@ -87,11 +97,28 @@ class Lidar:
     point_times_us: torch.Tensor
     point_sweeps: torch.Tensor
     T_sensor_rig: Optional[torch.Tensor]
+    ray_directions: Optional[torch.Tensor] = None
+    ray_times: Optional[torch.Tensor] = None
+    ray_ranges: Optional[torch.Tensor] = None
+    ray_valid: Optional[torch.Tensor] = None
+    ray_intensity: Optional[torch.Tensor] = None
 
     @property
     def model(self):
         """The sensor model as rasterize_lidar takes it: ``*lidar.model``."""
         return LidarModel(self.row_elevations, self.column_azimuths, self.row_azimuth_offsets)
+
+    def ray_bundle(self, sweeps):
+        """rasterize_rays' sensor arguments for ``sweeps`` (an index tensor
+        or slice; C of them): ``rasterize_rays(means, quats, scales,
+        opacities, features, **lidar.ray_bundle(i))`` renders them, each ray
+        from the pose at its own time. Needs the clip read with
+        ``lidar_rays``."""
+        if self.ray_directions is None:
+            raise ValueError(f"lidar {self.name}: its ray bundles were not read (load_clip(lidar_rays=True))")
+        d = self.ray_directions[sweeps]
+        return dict(viewmats=self.viewmats[sweeps], ray_origins=torch.zeros_like(d), ray_directions=d,
+                    ray_times=self.ray_times[sweeps], viewmats_end=self.viewmats_end[sweeps])
 
 
 @dataclasses.dataclass

@@ -271,13 +271,15 @@ class SynthLidar:
     ``sweeps`` [(start, end)] us; ``stored`` "returns" (what a real sensor
     stores: the returns only, shuffled, with their model elements, intensity
     0.5) or "rays" (every ray, no elements, misses as NaN, intensity
-    0.25 + 0.2 * what was hit)."""
+    0.25 + 0.2 * what was hit); ``write_model=False`` stores no intrinsics
+    (a lidar NCore knows only by its ray bundles, as a non-spinning one)."""
     name: str
     params: object
     mount: np.ndarray
     sweeps: list
     stored: str = "returns"
     group: str = "lidars"
+    write_model: bool = True
 
 
 def camera_rays(cam, model):
@@ -447,7 +449,8 @@ def write_clip(folder, street, cameras: List[SynthCamera], lidars: List[SynthLid
             done(cam.name, len(cam.spans), t0)
         for l, lid in enumerate(lidars):
             t0 = time.perf_counter()
-            intrinsics.store_lidar_intrinsics(lid.name, lid.params)
+            if lid.write_model:
+                intrinsics.store_lidar_intrinsics(lid.name, lid.params)
             out = writer.register_component_writer(v4.LidarSensorComponent.Writer, lid.name, group_name=lid.group)
             truth["sweeps"][lid.name] = []
             for (frame, sw), (s, e) in zip(_ordered(_lidar_frame, [(l, s) for s in range(len(lid.sweeps))], workers),
