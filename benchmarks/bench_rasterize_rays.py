@@ -93,15 +93,27 @@ def main():
         return nurec_ops.rasterize_lidar(L["means"], L["quats"], L["scales"], L["opacities"], L["features"], V, *model)
 
     def bundle(dirs, rolling=False):
+        # each pattern its own grid: grid=None caches one per (device, sensors, rays)
+        grid = nurec_ops.suggest_ray_grid(V, dirs)
+
         def render(L):
             kw = dict(viewmats_end=V_end, ray_times=tau) if rolling else {}
             return nurec_ops.rasterize_rays(L["means"], L["quats"], L["scales"], L["opacities"], L["features"], V,
-                                            zeros, dirs, near=0.5, far=200.0, **kw)
+                                            zeros, dirs, near=0.5, far=200.0, grid=grid, **kw)
+        render.grid = grid
         return render
 
     variants = [("spinning lidar rasterizer 128x3600", spinning), ("ray bundle, the same rays", bundle(d)),
                 ("ray bundle, rosette of as many rays", bundle(rosette(M, "cuda", dt))),
                 ("ray bundle, rolling shutter (1.5 m per sweep)", bundle(d, rolling=True))]
+    pol = nurec_ops._binning.policy("rasterize_rays")
+    for name, r in variants[1:]:  # each pattern's intersections (the policy's last report)
+        with torch.no_grad():
+            r(sc)
+        torch.cuda.synchronize()
+        pol.poll()
+        per_item, items = pol.rate[pol._key(V.device, ("rays", 1, M))]
+        print(f"{name}: grid {r.grid[0]} x {r.grid[1]}, {per_item * items / 1e6:.2f}M Gaussian-cell pairs", flush=True)
     fns = []
     for _, r in variants:
         fns.extend(calls(r, L))
@@ -110,8 +122,7 @@ def main():
     def layout_only():
         with torch.no_grad():
             o_w, d_w, ok = world_rays(V, zeros, d)
-            ge, ga = _ray_layout.choose_grid("rasterize_rays", V, d_w, ok, None)
-            _ray_layout.layout(V, o_w, d_w, ok, ge, ga)
+            _ray_layout.layout(V, o_w, d_w, ok, *variants[1][1].grid)
     layout_ms = back_to_back_us(layout_only, calls=a.calls, warmup=2) / 1e3
     rows = []
     for k, (name, render) in enumerate(variants):
@@ -127,8 +138,7 @@ def main():
         print(rows[-1], flush=True)
     print(table(rows, ["variant", "fwd ms", "fwd+bwd ms", "fwd walk ms", "bwd walk ms", "device ms (f+b)",
                        "launches+memsets (f+b)", "rays alpha>0.5"]))
-    ge, ga = _ray_layout._GRIDS[("cuda", V.device.index, 1, M)]
-    print(f"rays {M}, grid {ge} x {ga}, posing + tiling the rays alone: {layout_ms:.3f} ms a call")
+    print(f"rays {M}, grid {variants[1][1].grid}, posing + tiling the rays alone: {layout_ms:.3f} ms a call")
 
     # the dense reference against the op on a sub-scene it can hold (M x N pairs)
     sub = torch.randperm(sc["means"].shape[0], device="cuda")[:4000]

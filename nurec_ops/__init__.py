@@ -11,7 +11,7 @@ from .covariance import quat_scale_to_covar_preci
 from .track_poses import interpolate_track_poses
 from .rasterize_camera import rasterize_camera
 from .rasterize_lidar import rasterize_lidar
-from .rasterize_rays import rasterize_rays
+from .rasterize_rays import rasterize_rays, suggest_ray_grid
 from . import reference
 from . import diagnose
 from .nvtx import set_nvtx
@@ -29,6 +29,7 @@ __all__ = [
     "rasterize_camera",
     "rasterize_lidar",
     "rasterize_rays",
+    "suggest_ray_grid",
     "quat_scale_to_covar_preci",
     "reference",
     "has_cuda_kernels",

@@ -11,8 +11,12 @@ asynchronously:
 - the next call polls the events of earlier reports (``Event.query``, which
   never blocks) and reads the counts of those that have arrived;
 - capacity = ``ceil(needed * HEADROOM) + SLACK``: grown at once when a report
-  needs more, shrunk only when it exceeds ``SHRINK_FACTOR`` times what is
-  needed (so a capacity is not reallocated back and forth);
+  needs more, shrunk only when it exceeds ``SHRINK_FACTOR`` times what each
+  of the last ``SHRINK_WINDOW`` reports needed, and then to the most of
+  them (so a capacity is not reallocated back and forth, and calls that
+  alternate between a big and a small scene of one configuration, e.g.
+  two ray patterns of the same size, keep the big one's capacity instead
+  of overflowing every other call);
 - a call with more work (cameras x Gaussians, e.g. after densification) than
   the last report's gets at least that report's intersections per item
   times its own work, with the headroom;
@@ -52,6 +56,7 @@ import torch
 HEADROOM = 1.25
 SLACK = 4096
 SHRINK_FACTOR = 2.5
+SHRINK_WINDOW = 8
 MIN_CAPACITY = 1 << 16
 
 
@@ -67,6 +72,7 @@ class CapacityPolicy:
         self.op = op
         self.capacity = {}  # (device index, key) -> int
         self.rate = {}  # (device index, key) -> (needed intersections per item, items) of the last report
+        self.recent = {}  # (device index, key) -> the targets of its last SHRINK_WINDOW reports
         self.pending = collections.deque()  # (event, pinned status, capacity, serial, key)
         self.spare = collections.defaultdict(list)  # device index -> read (event, pinned status), for reuse
         self.serial = 0
@@ -97,8 +103,12 @@ class CapacityPolicy:
     def update(self, k, needed, work=None):
         cap = self.capacity.get(k, 0)
         want = self.target(needed)
-        if want > cap or cap > SHRINK_FACTOR * want:
+        recent = self.recent.setdefault(k, collections.deque(maxlen=SHRINK_WINDOW))
+        recent.append(want)
+        if want > cap:
             self.capacity[k] = max(MIN_CAPACITY, want)
+        elif len(recent) == SHRINK_WINDOW and cap > SHRINK_FACTOR * max(recent):
+            self.capacity[k] = max(MIN_CAPACITY, max(recent))
         if work:
             self.rate[k] = (needed / work, work)
 

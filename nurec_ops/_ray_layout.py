@@ -16,9 +16,13 @@ the Gaussians into. In PyTorch, on the rays' device, with no host sync
   actual rays, never on the bands: any grid gives the same image.
 
 The grid's shape is chosen once per configuration (device, sensors, rays)
-from the rays' angular extents, one host sync, and cached; ``grid=`` fixes
-it (needed inside torch.compile or CUDA-graph capture before an eager
-call of that configuration)."""
+from the rays' angular extents, one host sync, and cached: the cache
+cannot tell two patterns of one size apart without a sync a call, so a
+program that renders several (a rosette and a spinning sweep of as many
+rays) passes each its own ``grid=`` (``nurec_ops.suggest_ray_grid``);
+``grid=`` is also needed inside torch.compile or CUDA-graph capture
+before an eager call of that configuration. The grid changes the speed,
+never the outputs."""
 import math
 
 import torch
@@ -72,6 +76,15 @@ def choose_grid(op, viewmats, d_w, ok, grid):
         Ck.fail(op, "the first call of a ray bundle's size inside torch.compile or CUDA-graph capture needs "
                     "`grid=(GE, GA)` (its direction grid cannot be sized without a host sync there); or run "
                     "it once eagerly first")
+    _GRIDS[key] = grid_of(viewmats, d_w, ok)
+    return _GRIDS[key]
+
+
+def grid_of(viewmats, d_w, ok):
+    """(GE, GA) for these rays, not cached (one host sync): about
+    M / RAYS_PER_CELL cells, their bands in the ratio of the rays' elevation
+    and azimuth extents in the start frame (the most over the sensors)."""
+    C, M = ok.shape
     _, el, az, _ = _frame_angles(viewmats, d_w, ok)
     big = torch.finfo(torch.float64).max
     with torch.no_grad():
@@ -84,7 +97,6 @@ def choose_grid(op, viewmats, d_w, ok, grid):
     e, a = max(ext[0], 1e-3), max(ext[1], 1e-3)
     ge = int(min(MAX_BANDS, max(1, round(math.sqrt(cells * e / a)))))
     ga = int(min(MAX_BANDS, max(1, round(cells / ge))))
-    _GRIDS[key] = (ge, ga)
     return ge, ga
 
 

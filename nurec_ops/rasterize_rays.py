@@ -90,6 +90,25 @@ def rasterize_rays(means, quats, scales, opacities, features, viewmats, ray_orig
     return _OUTPUTS(*out[:3])
 
 
+def suggest_ray_grid(viewmats, ray_directions, ray_origins=None):
+    """The ``grid=(GE, GA)`` that ``rasterize_rays(grid=None)`` would choose
+    for these rays (about one cell per 128 rays, in the ratio of their
+    elevation and azimuth extents), computed now at one host sync and not
+    cached. ``grid=None`` caches its choice per (device, sensors, rays):
+    a program rendering several ray patterns of one size passes each the
+    grid suggested for it once; so does a first call under torch.compile or
+    CUDA-graph capture."""
+    C = _binning.leading(viewmats)
+    Ck.shape("suggest_ray_grid", "viewmats", viewmats, (-1, 4, 4), "[C, 4, 4]")
+    if not (ray_directions.dim() in (2, 3) and ray_directions.shape[-1] == 3
+            and (ray_directions.dim() == 2 or ray_directions.shape[0] == C)):
+        Ck.fail("suggest_ray_grid", f"`ray_directions` must have shape [C, M, 3] or [M, 3], got {list(ray_directions.shape)}")
+    o = torch.zeros_like(ray_directions) if ray_origins is None else ray_origins
+    with torch.no_grad():
+        _, d_w, ok = world_rays(viewmats.detach(), o.detach(), ray_directions.detach(), None, None)
+        return _ray_layout.grid_of(viewmats.detach(), d_w, ok)
+
+
 @torch.library.register_fake("nurec_ops::rasterize_rays_fwd")
 def _fake(means, quats, scales, opacities, features, ray_origins, ray_directions, ray_order, cell_rays, cells,
           el_edges, az_edges, sensor, near, far, capacity):

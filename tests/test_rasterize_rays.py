@@ -150,6 +150,33 @@ def test_image_does_not_depend_on_the_grid(device, seed):
                 torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
+def test_suggested_grid_follows_the_pattern():
+    """suggest_ray_grid: about one cell per 128 rays, shaped by the pattern's
+    extents (a full spin is wide, a narrow rosette square-ish), uncached (two
+    patterns of one size get their own grids), and what grid=None then
+    caches for a fresh configuration."""
+    from nurec_ops import _ray_layout
+
+    M = 12800
+    V = torch.eye(4, dtype=F64)[None]
+    az = torch.linspace(-math.pi, math.pi, M // 32 + 1, dtype=F64)[:-1]
+    el = torch.linspace(-0.3, 0.1, 32, dtype=F64)
+    E, A = torch.meshgrid(el, az, indexing="ij")
+    spin = torch.stack((E.cos() * A.cos(), E.cos() * A.sin(), E.sin()), -1).reshape(-1, 3)
+    ge_s, ga_s = nurec_ops.suggest_ray_grid(V, spin)
+    ge_r, ga_r = nurec_ops.suggest_ray_grid(V, rosette(M))
+    for ge, ga in ((ge_s, ga_s), (ge_r, ga_r)):
+        assert 0.7 * M / 128 <= ge * ga <= 1.3 * M / 128
+    assert ga_s > 8 * ge_s  # 2 pi of azimuth against 0.4 rad of elevation
+    assert 0.5 <= ga_r / ge_r <= 2  # a 70 degree cone
+    _ray_layout._GRIDS.pop(("cpu", None, 1, M), None)
+    s = random_gaussians(50)
+    nurec_ops.rasterize_rays(**s, viewmats=V, ray_origins=torch.zeros(M, 3, dtype=F64), ray_directions=spin)
+    assert _ray_layout._GRIDS[("cpu", None, 1, M)] == (ge_s, ga_s)
+    with pytest.raises(RuntimeError, match="ray_directions"):
+        nurec_ops.suggest_ray_grid(V, spin[:, :2])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_unusable_rays_are_nan(device, seed):
     """A ray with a non-finite origin or direction or a zero direction gets
