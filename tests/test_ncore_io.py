@@ -548,6 +548,30 @@ def test_read_ahead_equals_load_clip(clip, written, cache_bytes):
     assert torch.equal(lazy.frames.image("cam_opencv", 2).double() / 255, clip.cameras["cam_opencv"].images[2])
 
 
+def test_read_ahead_lidar_rays_equal_load_clip(written):
+    """The read-ahead's ("lidar_rays", name, s, K) frames are load_clip's
+    ray bundle rows, padded to the fixed K asked for (NaN directions past
+    the sweep's own rays); a K below a sweep's ray count raises instead of
+    cutting the sweep."""
+    from nurec_ops.io import open_clip
+
+    full = nio.load_clip(written[0], cameras=[], load_images=False, dtype=torch.float64, lidar_rays=True)
+    lazy = open_clip(written[0], cameras=[], dtype=torch.float64, point_sweeps=0)
+    K = ROWS * COLS + 5
+    reqs = [(("lidar_rays", name, s, K),) for s in (3, 0, 3) for name in ("lidar_top", "lidar_plain")]
+    with lazy.frames.read_ahead(reqs, "cpu", dtype=torch.float64, depth=2, workers=2) as ra:
+        for k, ((_, name, s, _),) in enumerate(reqs):
+            (d, t, r, v, i), = ra.get(k)
+            lid = full.lidars[name]
+            n = lid.ray_directions.shape[1]
+            assert d.shape == (K, 3) and torch.isnan(d[n:]).all() and not v[n:].any()
+            for a, b in ((d, lid.ray_directions), (t, lid.ray_times), (r, lid.ray_ranges), (v, lid.ray_valid),
+                         (i, lid.ray_intensity)):
+                assert torch.equal(a[:n].nan_to_num(7.0), b[s].nan_to_num(7.0)), name
+    with pytest.raises(ValueError, match="more than K"):
+        lazy.frames.lidar_rays("lidar_plain", 0, K=10)
+
+
 def test_read_ahead_waits_for_start(written):
     """read_ahead(start=False) decodes nothing until start() (train_ncore
     builds its Gaussians meanwhile); start() again queues nothing twice."""

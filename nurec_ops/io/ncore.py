@@ -331,21 +331,31 @@ def _read_sweeps(loader, world, lid, src, sweeps, device, dtype, grids, rays=Fal
         _pad_bundles(lid, [x[4] for x in read], device, dtype)
 
 
-def _pad_bundles(lid, bundles, device, dtype):
-    """The sweeps' ray bundles padded to the longest one's K rays (NaN
-    directions and ranges, time 0, invalid) into ``lid.ray_*``."""
+def _pad_rows(bundle, K):
+    """One sweep's bundle (_sweep_as_rays) padded to K rays: NaN directions
+    and ranges, time 0, invalid, intensity 0 (numpy)."""
     import numpy as np
 
-    S, K = len(bundles), max([b[0].shape[0] for b in bundles], default=0)
-    d = np.full((S, K, 3), np.nan)
-    tau, r, inten = np.zeros((S, K)), np.full((S, K), np.nan), np.zeros((S, K))
-    ok = np.zeros((S, K), dtype=bool)
-    for s, (ds, ts, rs, oks, ins) in enumerate(bundles):
-        n = ds.shape[0]
-        d[s, :n], tau[s, :n], r[s, :n], ok[s, :n], inten[s, :n] = ds, ts, rs, oks, ins
+    d, tau, r, ok, inten = bundle
+    n = d.shape[0]
+    out = (np.full((K, 3), np.nan), np.zeros(K), np.full(K, np.nan), np.zeros(K, dtype=bool), np.zeros(K))
+    for a, b in zip(out, bundle):
+        a[:n] = b
+    return out
+
+
+def _pad_bundles(lid, bundles, device, dtype):
+    """The sweeps' ray bundles padded to the longest one's K rays into
+    ``lid.ray_*`` [S, K]."""
+    import numpy as np
+
+    K = max([b[0].shape[0] for b in bundles], default=0)
+    rows = [_pad_rows(b, K) for b in bundles]
+    stack = lambda k, shape: np.stack([r[k] for r in rows]) if rows else np.zeros(shape)  # noqa: E731
+    d, tau, r, ok, inten = (stack(k, (0, K, 3) if k == 0 else (0, K)) for k in range(5))
     lid.ray_directions, lid.ray_times, lid.ray_ranges, lid.ray_intensity = (
         _to(torch.from_numpy(a), device, dtype) for a in (d, tau, r, inten))
-    lid.ray_valid = torch.from_numpy(ok).to(device)
+    lid.ray_valid = torch.from_numpy(ok.astype(bool)).to(device)
 
 
 _OBS_FIELDS = ("track_id", "class_id", "timestamp_us", "reference_frame_id", "reference_frame_timestamp_us")

@@ -16,6 +16,10 @@ device (``cache_bytes``) so a frame asked for again is not decoded again.
     frames = clip.frames.read_ahead(reqs, "cuda")
     for k in range(len(reqs)):
         image, (ranges, valid, intensity) = frames.get(k)   # [H, W, 3] in [0, 1]; [R, W] each
+
+A lidar's sweep as a ray bundle (any lidar, for rasterize_rays):
+``("lidar_rays", name, s, K)`` gives (directions [K, 3], times, ranges,
+valid, intensity [K]) padded to K rays.
 """
 import collections
 import concurrent.futures as cf
@@ -25,7 +29,7 @@ import time
 
 import torch
 
-from .ncore import _decode_image, _sweep_grid, _sweep_rays
+from .ncore import _decode_image, _pad_rows, _sweep_as_rays, _sweep_grid, _sweep_rays
 
 
 class FrameSource:
@@ -66,6 +70,22 @@ class FrameSource:
         d, _, r, ok = _sweep_rays(sensor, i)
         return tuple(torch.from_numpy(a) for a in _sweep_grid(sensor, i, d, r, ok, model))
 
+    def lidar_rays(self, lidar, s, K=None):
+        """Lidar sweep s as a ray bundle (any lidar, with a model or
+        without), as load_clip's ``Lidar.ray_*`` rows: (directions [K, 3],
+        times [K], ranges [K], valid [K], intensity [K]) float64 / bool on
+        the CPU, padded to ``K`` rays (NaN directions; default: the sweep's
+        own count). A fixed K keeps rasterize_rays' configuration (and its
+        cached grid and capacity) the same from sweep to sweep; a sweep with
+        more than K rays raises instead of being cut."""
+        sensor, sel, _ = self._lids[lidar]
+        i = int(sel[s])
+        bundle = _sweep_as_rays(sensor, i, sensor.frames_timestamps_us[i])
+        n = bundle[0].shape[0]
+        if K is not None and n > K:
+            raise ValueError(f"lidar {lidar} sweep {s} has {n} rays, more than K = {K}")
+        return tuple(torch.from_numpy(a) for a in _pad_rows(bundle, n if K is None else K))
+
     def read_ahead(self, requests, device, dtype=torch.float32, depth=8, workers=None, cache_bytes=1 << 31,
                    start=True):
         """A ReadAhead over ``requests`` (see ReadAhead)."""
@@ -75,12 +95,14 @@ class FrameSource:
 
 class ReadAhead:
     """The frames of ``requests`` (a list; each a tuple of keys
-    ``("camera", name, f)`` or ``("lidar", name, s)``), decoded ahead of use.
+    ``("camera", name, f)``, ``("lidar", name, s)`` or ``("lidar_rays", name,
+    s, K)``), decoded ahead of use.
 
     ``get(k)`` (k = 0, 1, 2, ... in order) returns request k's frames on
     ``device``: a camera's as ``dtype [H, W, 3]`` in [0, 1], a lidar's as
-    (ranges ``dtype``, valid bool, intensity ``dtype``) [R, W]: the same
-    values load_clip gives. Meanwhile ``workers`` threads decode requests
+    (ranges ``dtype``, valid bool, intensity ``dtype``) [R, W], a lidar's
+    rays as FrameSource.lidar_rays' five rows padded to K (``dtype``, valid
+    bool): the same values load_clip gives. Meanwhile ``workers`` threads decode requests
     k + 1 .. k + depth into pinned memory; on CUDA the uploads run on a side
     stream, the next request's as soon as it is decoded, and the current
     stream only waits on their events. ``wait_s`` sums the time ``get``
@@ -117,14 +139,17 @@ class ReadAhead:
     # ---------------------------------------------------------- host side
 
     def _decode(self, key):
-        kind, name, f = key
+        kind, name, f = key[:3]
         if kind == "camera":
             out = (self.source.image(name, f),)
         elif kind == "lidar":
             r, v, i = self.source.lidar_grid(name, f)
             out = (r.to(self.dtype), v, i.to(self.dtype))
+        elif kind == "lidar_rays":
+            d, t, r, v, i = self.source.lidar_rays(name, f, key[3])
+            out = (d.to(self.dtype), t.to(self.dtype), r.to(self.dtype), v, i.to(self.dtype))
         else:
-            raise ValueError(f"ReadAhead: unknown frame kind {kind!r} (camera or lidar)")
+            raise ValueError(f"ReadAhead: unknown frame kind {kind!r} (camera, lidar or lidar_rays)")
         with self._lock:
             self.decoded += 1
         return tuple(t.pin_memory() for t in out) if self.cuda else out
