@@ -15,7 +15,9 @@ through all cameras' frames in a random order) and the lidar sweep nearest
 to it in time, collects the Gaussians at each sensor's time (nurec_ops.collect
 moves the actors along their labelled tracks), renders the camera
 (rasterize_camera, with the camera's model and shutter) and the lidar
-(rasterize_lidar, with its row-offset model and sweep poses), and steps Adam
+(rasterize_lidar, with its row-offset model and sweep poses; a lidar
+without one, or any with ``--lidar-rays``, as its stored rays through
+rasterize_rays, each ray from the pose at its own time), and steps Adam
 on camera L1 + lidar range L1 (valid returns) + lidar alpha L1 (returned or
 not). Actor key poses stay as labelled. Everything a step reads is indexed
 on the device: no host sync in the loop.
@@ -92,8 +94,12 @@ def schedule(clip, args, device):
     """The data D (cameras, the lidar, the schedule, the read-ahead of the
     schedule's frames), from the clip's metadata alone."""
     lidar = clip.lidars[args.lidar] if args.lidar else next(
-        (l for l in clip.lidars.values() if l.row_elevations is not None), None)
+        (l for l in clip.lidars.values() if l.row_elevations is not None), next(iter(clip.lidars.values()), None))
     D = NS(tracks=clip.tracks, cams=list(clip.cameras.values()), lidar=lidar, source=clip.frames)
+    # a lidar without a row-offset model trains on its rays (padded to its longest sweep: one configuration)
+    D.lidar_rays = lidar is not None and (args.lidar_rays or lidar.row_elevations is None)
+    lidar_key = (lambda s: ("lidar_rays", lidar.name, s, lidar.ray_count)) if D.lidar_rays else (  # noqa: E731
+        lambda s: ("lidar", lidar.name, s))
     D.cam_mid_us = [cam.timestamps_us.sum(1) // 2 for cam in D.cams]  # when to collect for a frame: its middle
     # the schedule (host): which camera and frame each step, the sweep nearest to it
     g = torch.Generator().manual_seed(args.seed)
@@ -108,7 +114,7 @@ def schedule(clip, args, device):
     for c, f in order[:args.steps]:
         s = int((sweep_mid - int(D.cam_mid_us[c][f].cpu())).abs().argmin()) if lidar is not None else 0
         D.schedule.append((c, torch.tensor([f], device=device), torch.tensor([s], device=device)))
-        requests.append((("camera", D.cams[c].name, f),) + ((("lidar", lidar.name, s),) if lidar is not None else ()))
+        requests.append((("camera", D.cams[c].name, f),) + ((lidar_key(s),) if lidar is not None else ()))
     # the frames each step reads: decoded by a thread pool args.read_ahead steps ahead, uploaded without a sync;
     # started once the Gaussians are built (decoding threads beside build() slowed it 2-4x: they share the GIL)
     D.frames = clip.frames.read_ahead(requests, device, depth=args.read_ahead, workers=args.read_workers,
@@ -174,13 +180,43 @@ def render_camera(P, D, c, i, meta=False):
     return (out[0], out[3]) if meta else out[0]
 
 
-def render_lidar(P, D, j):
+def render_lidar(P, D, j, rays=None):
+    """Sweep j's expected range and alpha: on the model's grid [1, R, W],
+    or (``rays``: the frame's directions [K, 3] and times [K]) per ray
+    [1, K], NaN on the padding rays."""
     lid = D.lidar
     means, quats, scales, opac = gaussians_at(P, D, D.lidar_mid_us.index_select(0, j))
+    if rays is not None:
+        d, t = rays
+        _, rng, alpha = nurec_ops.rasterize_rays(means, quats, scales, opac, D.intensity,
+                                                 lid.viewmats.index_select(0, j), torch.zeros_like(d), d,
+                                                 ray_times=t, viewmats_end=lid.viewmats_end.index_select(0, j))
+        return rng[..., 0], alpha[..., 0]
     _, rng, alpha = nurec_ops.rasterize_lidar(means, quats, scales, opac, D.intensity, lid.viewmats.index_select(0, j),
                                               *lid.model, viewmats_end=lid.viewmats_end.index_select(0, j),
                                               column_times=lid.column_times)
     return rng[..., 0], alpha[..., 0]
+
+
+def lidar_shape(D):
+    """What the lidar trains on, in words: its grid, or its rays."""
+    lid = D.lidar
+    if D.lidar_rays:
+        return f"{lid.ray_count} rays a sweep (rasterize_rays)"
+    return f"{lid.row_elevations.shape[0]}x{lid.column_azimuths.shape[0]}"
+
+
+def lidar_losses(rng, alpha, ranges, valid, usable=None):
+    """Range L1 over the valid returns and alpha L1 over the usable rays
+    (all, or ``usable`` [1, K] of a ray bundle whose padding renders NaN),
+    as means without boolean indexing (no host sync)."""
+    valid = valid.to(rng.dtype)
+    if usable is None:
+        return ((rng - ranges).abs() * valid).sum() / valid.sum().clamp_min(1), (alpha - valid).abs().mean()
+    u = usable.to(rng.dtype)
+    rng, alpha, ranges = rng.nan_to_num(), alpha.nan_to_num(), ranges.nan_to_num()  # the padding: 0, no gradient
+    return (((rng - ranges).abs() * valid).sum() / valid.sum().clamp_min(1),
+            ((alpha - valid).abs() * u).sum() / u.sum().clamp_min(1))
 
 
 def train_step(P, D, opt, c, i, j, frames, dens=None, k=0):
@@ -195,12 +231,15 @@ def train_step(P, D, opt, c, i, j, frames, dens=None, k=0):
         render = render_camera(P, D, c, i)
     cam_loss = (render - frames[0][None]).abs().mean()
     loss, lidar_loss = cam_loss, torch.zeros_like(cam_loss)
-    if D.lidar is not None:
+    if D.lidar is not None and D.lidar_rays:
+        d, t, ranges, valid, _ = frames[1]
+        rng, alpha = render_lidar(P, D, j, (d, t[None]))
+        lidar_loss, alpha_loss = lidar_losses(rng, alpha, ranges[None], valid[None], ~d[None, :, 0].isnan())
+        loss = loss + LIDAR_WEIGHT * lidar_loss + ALPHA_WEIGHT * alpha_loss
+    elif D.lidar is not None:
         rng, alpha = render_lidar(P, D, j)
-        ranges, valid = frames[1][0][None], frames[1][1][None].to(rng.dtype)
-        # means over the valid cells without boolean indexing (no host sync)
-        lidar_loss = ((rng - ranges).abs() * valid).sum() / valid.sum().clamp_min(1)
-        loss = loss + LIDAR_WEIGHT * lidar_loss + ALPHA_WEIGHT * (alpha - valid).abs().mean()
+        lidar_loss, alpha_loss = lidar_losses(rng, alpha, frames[1][0][None], frames[1][1][None])
+        loss = loss + LIDAR_WEIGHT * lidar_loss + ALPHA_WEIGHT * alpha_loss
     opt.zero_grad(set_to_none=True)
     if dens is not None:
         loss = loss + dens.regularization(P)
@@ -240,8 +279,15 @@ def evaluate(P, D, frames=0):
     if D.lidar is not None:
         errs = []
         for s in _spread(D.lidar.timestamps_us.shape[0], frames):
-            rng, alpha = render_lidar(P, D, torch.tensor([s], device=D.lidar.viewmats.device))
-            ranges, valid, _ = (t.to(rng.device) for t in D.source.lidar_grid(D.lidar.name, s))
+            j = torch.tensor([s], device=D.lidar.viewmats.device)
+            if D.lidar_rays:
+                d, t, ranges, valid, _ = (x.to(j.device) for x in D.source.lidar_rays(D.lidar.name, s,
+                                                                                       D.lidar.ray_count))
+                rng, alpha = render_lidar(P, D, j, (d.to(P.means.dtype), t[None].to(P.means.dtype)))
+                ranges, rng, alpha = ranges.nan_to_num(), rng.nan_to_num(), alpha.nan_to_num()
+            else:
+                rng, alpha = render_lidar(P, D, j)
+                ranges, valid, _ = (t.to(rng.device) for t in D.source.lidar_grid(D.lidar.name, s))
             hit = valid & (alpha[0] > 0.5)
             if hit.any():
                 errs.append(((rng[0] / alpha[0].clamp_min(1e-6) - ranges.to(rng.dtype)).abs()[hit]).mean().item())
@@ -254,7 +300,10 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--clip", required=True, help="NCore v4 clip: sequence meta JSON, a store, or a folder of stores")
     p.add_argument("--cameras", nargs="+", default=None, help="camera names (default: all)")
-    p.add_argument("--lidar", default=None, help="the lidar to train on (default: the first with a row-offset model)")
+    p.add_argument("--lidar", default=None, help="the lidar to train on (default: the first with a row-offset model, "
+                                                 "else the first)")
+    p.add_argument("--lidar-rays", action="store_true",
+                   help="train the lidar as its stored rays (rasterize_rays) even where it has a row-offset model")
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
     p.add_argument("--image-scale", type=float, default=1.0, help="resize images and calibrations (e.g. 0.25)")
@@ -348,7 +397,7 @@ def main(argv=None, t_start=None):
     log(f"train_ncore: {clip.sequence_id}: {len(D.cams)} cameras "
         + ", ".join(f"{c.name} ({c.camera_model}, {c.width}x{c.height}, {c.shutter}, {c.timestamps_us.shape[0]} frames)"
                     for c in D.cams)
-        + (f"; lidar {D.lidar.name} {D.lidar.row_elevations.shape[0]}x{D.lidar.column_azimuths.shape[0]}, "
+        + (f"; lidar {D.lidar.name} {lidar_shape(D)}, "
            f"{D.lidar.timestamps_us.shape[0]} sweeps" if D.lidar is not None else "; no lidar")
         + f"; {N} Gaussians ({int((D.track_ids >= 0).sum())} on {D.tracks.track_ranges.shape[0]} tracks); "
         f"{args.steps} steps on {device}")
@@ -409,9 +458,11 @@ def main(argv=None, t_start=None):
                    step_ms_median=step_ms_median,
                    step_ms_source="cuda_events" if cuda else "host", sync_checked_steps=checked, read_wait_s=read_wait_s, frames_decoded=decoded,
                    cameras={c.name: [c.width, c.height, int(c.timestamps_us.shape[0])] for c in D.cams},
-                   lidar=None if D.lidar is None else [D.lidar.row_elevations.shape[0],
-                                                       D.lidar.column_azimuths.shape[0],
-                                                       int(D.lidar.timestamps_us.shape[0])])
+                   lidar=None if D.lidar is None else (
+                       [D.lidar.ray_count, int(D.lidar.timestamps_us.shape[0])] if D.lidar_rays else
+                       [D.lidar.row_elevations.shape[0], D.lidar.column_azimuths.shape[0],
+                        int(D.lidar.timestamps_us.shape[0])]),
+                   lidar_rays=bool(D.lidar is not None and D.lidar_rays))
     losses = losses.cpu().double()
     metrics["losses"] = losses.tolist()
     if start is not None:
