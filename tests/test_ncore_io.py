@@ -509,15 +509,18 @@ def test_train_ncore_trains_a_lidar_by_its_rays(written, tmp_path, which):
 
 
 @gpu
-def test_train_ncore_steps_do_not_sync(written):
+@pytest.mark.parametrize("lidar", ["grid", "rays"])
+def test_train_ncore_steps_do_not_sync(written, lidar):
     """On CUDA every step after the first runs under
     set_sync_debug_mode('error') (the read-ahead's uploads included): a host
-    sync in a step raises."""
+    sync in a step raises; the same with the lidar trained on its rays
+    (rasterize_rays: its grid and capacity set by the first step)."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))
     import train_ncore
 
+    extra = ["--lidar", "lidar_top", "--lidar-rays"] if lidar == "rays" else []
     m = train_ncore.main(["--clip", written[0], "--device", "cuda", "--max-points", "3000", "--quiet",
-                          "--time-only", "12", "--check-syncs"])
+                          "--time-only", "12", "--check-syncs"] + extra)
     assert m["sync_checked_steps"] == 11 and m["step_ms_source"] == "cuda_events"
     assert torch.isfinite(torch.tensor(m["losses"])).all()
     assert torch.cuda.get_sync_debug_mode() == 0
