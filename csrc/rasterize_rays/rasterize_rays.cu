@@ -13,6 +13,7 @@ extern "C" {
 }
 
 #define RAYS_THREADS 128 /* rays of a chunk, Gaussians of a batch */
+#define RAYS_BWD_DIRECT_LANES 8 /* backward: at most this many contributing lanes add directly (as the lidar's) */
 
 #define NUREC_GENERIC_FILE "rasterize_rays/rasterize_rays_cuda_generic.cuh"
 #include "math/generic.h"

@@ -157,6 +157,8 @@ __global__ void __launch_bounds__(RAYS_THREADS) NR(rays_backward_kernel)(nurec_r
         if (has && last >= 0) atomicMax(&s_last, last);
         __syncthreads();
         const int64_t top = s_last;
+        int32_t warp_last = last; /* the warp's furthest entry: later ones reach none of its rays */
+        for (int off = 16; off >= 1; off >>= 1) warp_last = max(warp_last, __shfl_xor_sync(0xffffffffu, warp_last, off));
         real_t T = T_final, GS = 0, RS = 0;
         for (int64_t b1 = top + 1; b1 > ga; b1 -= RAYS_THREADS) { /* batch [b0, b1) */
             const int64_t b0 = b1 - RAYS_THREADS > ga ? b1 - RAYS_THREADS : ga;
@@ -169,7 +171,8 @@ __global__ void __launch_bounds__(RAYS_THREADS) NR(rays_backward_kernel)(nurec_r
                 sg[tid] = (int32_t)g;
             }
             __syncthreads();
-            for (int jj = (int)(b1 - b0) - 1; jj >= 0; --jj) {
+            const int j_top = (int)(warp_last - b0 < b1 - 1 - b0 ? warp_last - b0 : b1 - 1 - b0);
+            for (int jj = j_top; jj >= 0; --jj) { /* warp-uniform */
                 const int64_t jg = b0 + jj;
                 const real_t* G = sG + RAYS_STAGE * jj;
                 const int64_t g = sg[jj];
@@ -177,7 +180,8 @@ __global__ void __launch_bounds__(RAYS_THREADS) NR(rays_backward_kernel)(nurec_r
                 int cl = 0;
                 if (has && jg <= last) al = NR(rays_alpha)(G, o, d, near, far, a, b, pp, &ibb, &ts, &vis, &cl);
                 const bool on = al != 0;
-                if (!__any_sync(0xffffffffu, on)) continue; /* warp-uniform: jj is */
+                const unsigned onm = __ballot_sync(0xffffffffu, on);
+                if (onm == 0) continue; /* warp-uniform: jj is */
                 real_t gm[3] = {0, 0, 0}, gA[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, go = 0, w = 0;
                 if (on) {
                     const real_t r1 = 1 / (1 - al);
@@ -194,6 +198,15 @@ __global__ void __launch_bounds__(RAYS_THREADS) NR(rays_backward_kernel)(nurec_r
                     T = Tb;
                 }
                 real_t* acc = gg + NUREC_RAYS_GG_SIZE * g;
+                if (__popc(onm) <= RAYS_BWD_DIRECT_LANES) { /* few lanes: each adds its own, no shuffles */
+                    if (on) {
+                        for (int e = 0; e < 3; ++e) atomicAdd(acc + e, gm[e]);
+                        for (int e = 0; e < 9; ++e) atomicAdd(acc + 3 + e, gA[e]);
+                        atomicAdd(acc + 12, go);
+                        for (int64_t ch = 0; ch < D; ++ch) atomicAdd(gfeat + D * g + ch, w * gout[D * ray + ch]);
+                    }
+                    continue;
+                }
                 for (int e = 0; e < 3; ++e) {
                     const real_t v = NR(rays_warp_sum)(gm[e]);
                     if (lane == 0) atomicAdd(acc + e, v);
