@@ -98,7 +98,8 @@ def schedule(clip, args, device):
     D = NS(tracks=clip.tracks, cams=list(clip.cameras.values()), lidar=lidar, source=clip.frames)
     # a lidar without a row-offset model trains on its rays (padded to its longest sweep: one configuration)
     D.lidar_rays = lidar is not None and (args.lidar_rays or lidar.row_elevations is None)
-    lidar_key = (lambda s: ("lidar_rays", lidar.name, s, lidar.ray_count)) if D.lidar_rays else (  # noqa: E731
+    D.ray_count = clip.frames.ray_count(lidar.name) if D.lidar_rays else 0
+    lidar_key = (lambda s: ("lidar_rays", lidar.name, s, D.ray_count)) if D.lidar_rays else (  # noqa: E731
         lambda s: ("lidar", lidar.name, s))
     D.cam_mid_us = [cam.timestamps_us.sum(1) // 2 for cam in D.cams]  # when to collect for a frame: its middle
     # the schedule (host): which camera and frame each step, the sweep nearest to it
@@ -202,7 +203,7 @@ def lidar_shape(D):
     """What the lidar trains on, in words: its grid, or its rays."""
     lid = D.lidar
     if D.lidar_rays:
-        return f"{lid.ray_count} rays a sweep (rasterize_rays)"
+        return f"{D.ray_count} rays a sweep (rasterize_rays)"
     return f"{lid.row_elevations.shape[0]}x{lid.column_azimuths.shape[0]}"
 
 
@@ -282,7 +283,7 @@ def evaluate(P, D, frames=0):
             j = torch.tensor([s], device=D.lidar.viewmats.device)
             if D.lidar_rays:
                 d, t, ranges, valid, _ = (x.to(j.device) for x in D.source.lidar_rays(D.lidar.name, s,
-                                                                                       D.lidar.ray_count))
+                                                                                       D.ray_count))
                 rng, alpha = render_lidar(P, D, j, (d.to(P.means.dtype), t[None].to(P.means.dtype)))
                 ranges, rng, alpha = ranges.nan_to_num(), rng.nan_to_num(), alpha.nan_to_num()
             else:
@@ -459,7 +460,7 @@ def main(argv=None, t_start=None):
                    step_ms_source="cuda_events" if cuda else "host", sync_checked_steps=checked, read_wait_s=read_wait_s, frames_decoded=decoded,
                    cameras={c.name: [c.width, c.height, int(c.timestamps_us.shape[0])] for c in D.cams},
                    lidar=None if D.lidar is None else (
-                       [D.lidar.ray_count, int(D.lidar.timestamps_us.shape[0])] if D.lidar_rays else
+                       [D.ray_count, int(D.lidar.timestamps_us.shape[0])] if D.lidar_rays else
                        [D.lidar.row_elevations.shape[0], D.lidar.column_azimuths.shape[0],
                         int(D.lidar.timestamps_us.shape[0])]),
                    lidar_rays=bool(D.lidar is not None and D.lidar_rays))

@@ -483,7 +483,7 @@ def test_train_ncore_example_learns(written, tmp_path):
 def test_train_ncore_trains_a_lidar_by_its_rays(written, tmp_path, which):
     """examples/train_ncore.py trains a lidar as its stored rays through
     rasterize_rays (each ray from the pose at its own time, the read-ahead's
-    bundles padded to the lidar's ray_count): forced with --lidar-rays on a
+    bundles padded to clip.frames.ray_count): forced with --lidar-rays on a
     row-offset lidar that stores only its returns, and by default on a
     lidar without a model; the loss falls and the range error shrinks."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples"))

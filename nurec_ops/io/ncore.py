@@ -286,8 +286,7 @@ def _lidar_meta(loader, name, world, time_range_us, device, dtype):
                 ranges=None, valid=None, intensity=None, points=torch.zeros((0, 3), dtype=dtype, device=device),
                 point_times_us=torch.zeros(0, dtype=torch.int64, device=device),
                 point_sweeps=torch.zeros(0, dtype=torch.int64, device=device),
-                T_sensor_rig=_static_pose(sensor, device, dtype),
-                ray_count=max([int(sensor.get_frame_ray_bundle_count(int(i))) for i in sel], default=0))
+                T_sensor_rig=_static_pose(sensor, device, dtype))
     return lid, (sensor, sel, model)
 
 

@@ -79,10 +79,9 @@ class Lidar:
     timestamp within its sweep's ``timestamps_us``, in [0, 1]),
     ``ray_ranges [S, K]`` (the first return, metres; NaN without one),
     ``ray_valid [S, K]`` bool (a valid return) and ``ray_intensity [S, K]``.
-    ``ray_bundle(i)`` unpacks sweeps ``i`` into rasterize_rays' arguments.
-    ``ray_count``: the most rays any selected sweep stores (from NCore's
-    metadata, also for open_clip: the ``K`` of its read-ahead's ray
-    bundles)."""
+    ``ray_bundle(i)`` unpacks sweeps ``i`` into rasterize_rays' arguments
+    (with open_clip: ``clip.frames.ray_count(name)`` and
+    ``clip.frames.lidar_rays``)."""
     name: str
     row_elevations: Optional[torch.Tensor]
     column_azimuths: Optional[torch.Tensor]
@@ -105,7 +104,6 @@ class Lidar:
     ray_ranges: Optional[torch.Tensor] = None
     ray_valid: Optional[torch.Tensor] = None
     ray_intensity: Optional[torch.Tensor] = None
-    ray_count: int = 0
 
     @property
     def model(self):

@@ -41,6 +41,7 @@ class FrameSource:
         self._cams = cameras  # name -> (sensor, selected frames, record, W, H)
         self._lids = lidars  # name -> (sensor, selected frames, (el, az, off) or None)
         self._read_points = read_points  # (lidar names, sweep count -> indices) -> fills the Lidars' points
+        self._ray_counts = {}  # lidar name -> ray_count's answer
 
     def read_points(self, point_sweeps=8, lidars=None):
         """Fills the clip's ``Lidar.points`` / ``point_times_us`` /
@@ -69,6 +70,16 @@ class FrameSource:
         i = int(sel[s])
         d, _, r, ok = _sweep_rays(sensor, i)
         return tuple(torch.from_numpy(a) for a in _sweep_grid(sensor, i, d, r, ok, model))
+
+    def ray_count(self, lidar):
+        """The most rays any selected sweep of ``lidar`` stores (NCore's
+        per-frame metadata, no decoding; read on the first call, not when
+        the clip is opened): the ``K`` that pads every sweep's bundle to one
+        size."""
+        if lidar not in self._ray_counts:
+            sensor, sel, _ = self._lids[lidar]
+            self._ray_counts[lidar] = max([int(sensor.get_frame_ray_bundle_count(int(i))) for i in sel], default=0)
+        return self._ray_counts[lidar]
 
     def lidar_rays(self, lidar, s, K=None):
         """Lidar sweep s as a ray bundle (any lidar, with a model or
