@@ -205,26 +205,44 @@ def _sweep_bundle(sensor, i):
     return d, t, r, ok
 
 
-def _sweep_rays(sensor, i):
-    """Sweep i's valid returns: directions [M, 3], timestamps [M], ranges [M]
-    (numpy float64 / uint64) and the valid mask over every stored ray."""
-    d, t, r, ok = _sweep_bundle(sensor, i)
+def _sweep_intensity(sensor, i):
+    """Sweep i's first-return intensity over every stored ray (numpy
+    float64, NaN as 0)."""
+    import numpy as np
+
+    return np.nan_to_num(np.asarray(sensor.get_frame_ray_bundle_return_intensity(i, 0), dtype=np.float64))
+
+
+def _valid_returns(bundle):
+    """A _sweep_bundle's valid returns: directions [M, 3], timestamps [M],
+    ranges [M], and the valid mask over every stored ray."""
+    d, t, r, ok = bundle
     return d[ok], t[ok], r[ok], ok
 
 
-def _sweep_as_rays(sensor, i, span_us):
-    """Sweep i as a ray bundle (numpy): unit directions [n, 3], times [n] in
-    [0, 1] within the sweep's span (start, end) us, ranges [n] (NaN without
-    a valid return), valid [n], intensity [n] (0 without one)."""
+def _sweep_rays(sensor, i):
+    """Sweep i's valid returns (_valid_returns of its stored rays)."""
+    return _valid_returns(_sweep_bundle(sensor, i))
+
+
+def _as_rays(bundle, inten, span_us):
+    """A sweep's stored rays (_sweep_bundle) and intensity (_sweep_intensity)
+    as a ray bundle (numpy): unit directions [n, 3], times [n] in [0, 1]
+    within the sweep's span (start, end) us, ranges [n] (NaN without a
+    valid return), valid [n], intensity [n] (0 without one)."""
     import numpy as np
 
-    d, t, r, ok = _sweep_bundle(sensor, i)
+    d, t, r, ok = bundle
     n = np.linalg.norm(d, axis=-1, keepdims=True)
     d = d / np.where(n > 0, n, 1.0)
     t0, t1 = (int(v) for v in span_us)
     tau = (t.astype(np.float64) - t0) / (t1 - t0) if t1 > t0 else np.zeros(t.shape)
-    inten = np.nan_to_num(np.asarray(sensor.get_frame_ray_bundle_return_intensity(i, 0), dtype=np.float64))
     return d, np.clip(tau, 0.0, 1.0), np.where(ok, r, np.nan), ok, np.where(ok, inten, 0.0)
+
+
+def _sweep_as_rays(sensor, i, span_us):
+    """Sweep i as a ray bundle (_as_rays)."""
+    return _as_rays(_sweep_bundle(sensor, i), _sweep_intensity(sensor, i), span_us)
 
 
 def _sweep_points(graph, name, world, d, t, r):
@@ -238,9 +256,10 @@ def _sweep_points(graph, name, world, d, t, r):
     return torch.einsum("nij,nj->ni", T_lw[:, :3, :3], p) + T_lw[:, :3, 3]
 
 
-def _sweep_grid(sensor, i, d, r, ok, model):
+def _sweep_grid(sensor, i, d, r, ok, model, inten=None):
     """Sweep i's first returns on the model's grid (ranges, valid,
-    intensity: numpy [R, W]); ``model`` = (el, az, off) float64 tensors."""
+    intensity: numpy [R, W]); ``model`` = (el, az, off) float64 tensors;
+    ``inten``: its _sweep_intensity, when already read."""
     import numpy as np
 
     el, az, off = model
@@ -250,7 +269,7 @@ def _sweep_grid(sensor, i, d, r, ok, model):
         rows, cols = (np.asarray(me, dtype=np.int64)[ok].T)
     else:
         rows, cols = (c.numpy() for c in nearest_cells(torch.from_numpy(d), el, az, off))
-    inten = np.nan_to_num(np.asarray(sensor.get_frame_ray_bundle_return_intensity(i, 0), dtype=np.float64)[ok])
+    inten = (_sweep_intensity(sensor, i) if inten is None else inten)[ok]
     inside = (rows < R) & (cols < W)  # a stored element outside the model has no cell
     return _grid(rows[inside], cols[inside], r[inside], inten[inside], R, W)
 
@@ -302,13 +321,17 @@ def _read_sweeps(loader, world, lid, src, sweeps, device, dtype, grids, rays=Fal
     sensor, sel, model = src
     spans = np.asarray(sensor.frames_timestamps_us) if rays else None
 
+    grid = grids and model is not None
+
     def one(s):
         i = int(sel[s])
-        d, t, r, ok = _sweep_rays(sensor, i)
+        stored = _sweep_bundle(sensor, i)  # read once: the points, the grid and the bundle all come from it
+        d, t, r, ok = _valid_returns(stored)
+        inten = _sweep_intensity(sensor, i) if grid or rays else None
         return (_sweep_points(loader.pose_graph, lid.name, world, d, t, r), torch.from_numpy(t.astype(np.int64)),
                 torch.full((t.shape[0],), int(s), dtype=torch.int64),
-                _sweep_grid(sensor, i, d, r, ok, model) if grids and model is not None else None,
-                _sweep_as_rays(sensor, i, spans[i]) if rays else None)
+                _sweep_grid(sensor, i, d, r, ok, model, inten) if grid else None,
+                _as_rays(stored, inten, spans[i]) if rays else None)
 
     sweeps = list(sweeps)
     # a thread per sweep (up to 8): the decoding and numpy work release the interpreter for most of their time
@@ -320,7 +343,7 @@ def _read_sweeps(loader, world, lid, src, sweeps, device, dtype, grids, rays=Fal
     lid.points = _to(cat(points, (0, 3), torch.float64), device, dtype)
     lid.point_times_us = cat(times, (0,), torch.int64).to(device)
     lid.point_sweeps = cat(idx, (0,), torch.int64).to(device)
-    if grids and model is not None:
+    if grid:
         R, W = model[0].shape[0], model[1].shape[0]
         stack = lambda k, dt: (torch.from_numpy(np.stack([g[k] for g in cells])) if cells  # noqa: E731
                                else torch.zeros((0, R, W), dtype=dt))
