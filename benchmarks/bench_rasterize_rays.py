@@ -25,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import nurec_ops  # noqa: E402
 from nurec_ops import _ray_layout  # noqa: E402
+from nurec_ops.lidar_model import lidar_model_rays  # noqa: E402
 from nurec_ops.reference.rasterize_rays import world_rays  # noqa: E402
 from bench_rasterize_lidar import street_lidar_scene  # noqa: E402
 from timing import back_to_back_us, interleaved_ms, kernel_profile, kernel_totals, table  # noqa: E402
@@ -35,14 +36,10 @@ KEYS = ("means", "quats", "scales", "opacities", "features")
 def lidar_rays(model):
     """The spinning model's rays [R * W, 3] (unit, lidar frame) and each
     one's firing time (its column's)."""
-    el, az, off = model.row_elevations, model.column_azimuths, model.row_azimuth_offsets
-    R, W = el.shape[0], az.shape[0]
-    ray_az = (az[None, :] + off[:, None]).reshape(-1)
-    ray_el = el[:, None].expand(R, W).reshape(-1)
-    d = torch.stack((torch.cos(ray_el) * torch.cos(ray_az), torch.cos(ray_el) * torch.sin(ray_az),
-                     torch.sin(ray_el)), -1)
     from nurec_ops.rasterize_lidar import default_column_times
-    t = default_column_times(az)[None, :].expand(R, W).reshape(-1)
+    R, W = model.row_elevations.shape[0], model.column_azimuths.shape[0]
+    d = lidar_model_rays(model)
+    t = default_column_times(model.column_azimuths)[None, :].expand(R, W).reshape(-1)
     return d.contiguous(), t.contiguous()
 
 

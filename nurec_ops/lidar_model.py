@@ -67,3 +67,16 @@ def reduce_lidar_model(model, row_step=1, col_step=1, row_start=0, col_start=0):
     el, az, off = model
     return LidarModel(el[row_start::row_step].contiguous(), az[col_start::col_step].contiguous(),
                       off[row_start::row_step].contiguous())
+
+
+def lidar_model_rays(model):
+    """The model's rays as unit directions ``[R * W, 3]`` in the lidar frame,
+    row-major (ray (i, j) at ``i * W + j``, the order of rasterize_lidar's
+    ``[R, W]`` images), in the model's dtype: the sensor as a ray bundle for
+    ``rasterize_rays(..., ray_origins=zeros, ray_directions=rays)``."""
+    el, az, off = model
+    R, W = el.shape[0], az.shape[0]
+    ray_az = (az[None, :] + off[:, None]).reshape(-1)
+    ray_el = el[:, None].expand(R, W).reshape(-1)
+    return torch.stack((torch.cos(ray_el) * torch.cos(ray_az), torch.cos(ray_el) * torch.sin(ray_az),
+                        torch.sin(ray_el)), -1)

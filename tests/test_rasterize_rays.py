@@ -13,7 +13,7 @@ import torch
 
 import nurec_ops
 from nurec_ops import reference as ref
-from nurec_ops.lidar_model import load_lidar_model, reduce_lidar_model
+from nurec_ops.lidar_model import lidar_model_rays, load_lidar_model, reduce_lidar_model
 
 import shared_data
 from conftest import DEVICES, DTYPES, gpu
@@ -247,11 +247,7 @@ def test_real_lidar_table_as_rays(device, seed):
     path = shared_data.require(shared_data.LIDAR)
     torch.manual_seed(seed)
     model = reduce_lidar_model(load_lidar_model(path, dtype=F64), row_step=8, col_step=30)
-    el, az, off = model.row_elevations, model.column_azimuths, model.row_azimuth_offsets
-    ray_az = (az[None, :] + off[:, None]).reshape(-1).to(F64)
-    ray_el = el[:, None].expand(el.shape[0], az.shape[0]).reshape(-1).to(F64)
-    d = torch.stack((torch.cos(ray_el) * torch.cos(ray_az), torch.cos(ray_el) * torch.sin(ray_az),
-                     torch.sin(ray_el)), -1)
+    d = lidar_model_rays(model)
     s = random_gaussians(200, centre=(0.0, 0.0, 0.0))
     s["means"] = s["means"] * torch.tensor([2.0, 2.0, 0.3], dtype=F64)
     s.update(viewmats=sensor_poses(1), ray_origins=torch.zeros(d.shape, dtype=F64), ray_directions=d)
@@ -342,12 +338,9 @@ def test_spinning_lidar_rays_agree_with_the_lidar_rasterizer(device, seed):
 
     torch.manual_seed(seed)
     model = reduce_lidar_model(synthetic_lidar_model(dtype=F64), row_step=4, col_step=10)  # 32 x 360
-    el, az, off = model.row_elevations, model.column_azimuths, model.row_azimuth_offsets
+    el, az, off = model
     R, W = el.shape[0], az.shape[0]
-    ray_az = (az[None, :] + off[:, None]).reshape(-1)
-    ray_el = el[:, None].expand(R, W).reshape(-1)
-    d = torch.stack((torch.cos(ray_el) * torch.cos(ray_az), torch.cos(ray_el) * torch.sin(ray_az),
-                     torch.sin(ray_el)), -1)
+    d = lidar_model_rays(model)
     # a ring of opaque, rounded Gaussians 6-14 m around the sensor, within its elevations
     N = 3000
     ang = torch.rand(N, dtype=F64) * 2 * math.pi
