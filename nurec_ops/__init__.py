@@ -8,6 +8,8 @@ from . import _library
 from ._library import has_cuda_kernels
 from .collect import collect, collect_gaussian_parameters
 from .covariance import quat_scale_to_covar_preci
+from .offload_rows import adam_rows_, gather_rows
+from . import offload_rows
 from .track_poses import interpolate_track_poses
 from .rasterize_camera import rasterize_camera
 from .rasterize_lidar import rasterize_lidar
@@ -31,6 +33,9 @@ __all__ = [
     "rasterize_rays",
     "suggest_ray_grid",
     "quat_scale_to_covar_preci",
+    "gather_rows",
+    "adam_rows_",
+    "offload_rows",
     "reference",
     "has_cuda_kernels",
     "diagnose",

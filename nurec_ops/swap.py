@@ -18,7 +18,7 @@ log = logging.getLogger("nurec_ops")
 # that is not built into this package is simply not swappable)
 SWAPPABLE = ("interpolate_track_poses", "collect_gaussian_parameters", "collect", "rasterize_camera", "rasterize_lidar",
              "rasterize_rays",
-             "quat_scale_to_covar_preci")
+             "quat_scale_to_covar_preci", "gather_rows", "adam_rows_")
 
 
 def _fused(name):

@@ -27,6 +27,7 @@ import nurec_ops
 from nurec_ops import reference as ref
 from nurec_ops.collect import _COLLECT, _COLLECT_PARAMETERS
 from nurec_ops.covariance import _COVAR_PRECI
+from nurec_ops.offload_rows import _GATHER
 from nurec_ops.rasterize_camera import _FORWARD as _CAMERA_FWD, _POLICY as _CAMERA_POLICY
 from nurec_ops.rasterize_lidar import _FORWARD as _LIDAR_FWD, _POLICY as _LIDAR_POLICY
 from nurec_ops.rasterize_rays import _FORWARD as _RAYS_FWD, _POLICY as _RAYS_POLICY
@@ -35,6 +36,7 @@ from nurec_ops.track_poses import _INTERPOLATE
 import shared_data
 import test_camera_models_fused as tm
 import test_covariance as tcov
+import test_offload_rows as toff
 import test_rasterize_camera as tc
 import test_rasterize_lidar as tl
 import test_rasterize_rays as tr
@@ -65,6 +67,7 @@ class OpCase:
     inductor: bool = False  # also torch.compile with the inductor backend (aot_eager always)
     data: tuple = ()  # shared_data files the row needs (skipped where absent)
     parts: Optional["Parts"] = None  # a rasterizer's long lists cut into parts (CUDA), None: no lists
+    torch_backward: bool = False  # the backward is torch ops (gather_rows: index_add_), not an operator of ours
 
     def __str__(self):
         return self.name
@@ -378,6 +381,62 @@ def _covariance_make(device, dtype, seed, large=False):
                 compute_preci=True, triu=False)
 
 
+# ---------------------------------------------------------- offload rows
+
+def _offload_sizes(large):
+    return (200_000, 100_001) if large else (300, 121)  # N, K (D = 48: SH degree 3)
+
+
+def _gather_make(device, dtype, seed, large=False):
+    """A compaction's index (rows, then padding) into an SH table [N, 48]
+    on the device (the pinned host path is test_offload_rows.py's). No bad
+    entries: their NaN rows are test_offload_rows.py's too (the poison
+    test wants finite outputs)."""
+    gen = torch.Generator().manual_seed(seed)
+    N, K = _offload_sizes(large)
+    table = toff.random_table(N, 48, dtype, device, gen).requires_grad_(True)
+    return dict(table=table, index=toff.compaction_index(N, K, gen).to(device))
+
+
+def _gather(table, index):
+    return (nurec_ops.gather_rows(table, index),)
+
+
+def _ref_gather(table, index):
+    return (ref.gather_rows(table, index),)
+
+
+def _adam_make(mixed, weight_decay):
+    def make(device, dtype, seed, large=False):
+        """Adam's state [N, 48] on the device with random moments, a
+        compaction's index (the padding among the rows with `mixed`), a
+        gradient per entry and a step count t in 1..9."""
+        gen = torch.Generator().manual_seed(seed)
+        N, K = _offload_sizes(large)
+        p, m, v = toff.adam_state(N, 48, dtype, device, gen)
+        index, grad = toff.adam_step_inputs(N, K, 48, dtype, device, gen, mixed=mixed)
+        step = toff.step_tensor(int(torch.randint(1, 10, (1,), generator=gen)), device, dtype)
+        return dict(param=p, exp_avg=m, exp_avg_sq=v, index=index, grad=grad, step=step, lr=1e-2, beta1=0.9,
+                    beta2=0.999, eps=1e-15, weight_decay=weight_decay)
+    return make
+
+
+def _functional_adam(adam_rows_):
+    """A mutating op as the registry's rows want it, a function of its
+    inputs: clones of param, exp_avg, exp_avg_sq updated in place and
+    returned, with the status (the in-place semantics themselves are
+    test_offload_rows.py's)."""
+    def op(param, exp_avg, exp_avg_sq, index, grad, step, lr, beta1, beta2, eps, weight_decay):
+        p, m, v = param.clone(), exp_avg.clone(), exp_avg_sq.clone()
+        status = adam_rows_(p, m, v, index, grad, step, lr, beta1, beta2, eps, weight_decay)
+        return p, m, v, status
+    return op
+
+
+ADAM = dict(op=_functional_adam(nurec_ops.adam_rows_), reference=_functional_adam(ref.adam_rows_),
+            outputs=("param", "exp_avg", "exp_avg_sq", "status"))
+
+
 # ------------------------------------------------------------------- rows
 
 CASES = [
@@ -422,6 +481,10 @@ CASES = [
     OpCase("quat_scale_to_covar_preci", op=nurec_ops.quat_scale_to_covar_preci,
            reference=ref.quat_scale_to_covar_preci, make=_covariance_make, outputs=("covars", "precis"),
            grads=("quats", "scales"), autograd_op=_COVAR_PRECI, inductor=True),
+    OpCase("gather_rows", op=_gather, reference=_ref_gather, make=_gather_make, outputs=("rows",),
+           grads=("table",), autograd_op=_GATHER, inductor=True, torch_backward=True),
+    OpCase("adam_rows_", make=_adam_make(mixed=False, weight_decay=0.0), inductor=True, **ADAM),
+    OpCase("adam_rows_-mixed-padding-weight-decay", make=_adam_make(mixed=True, weight_decay=0.01), **ADAM),
     OpCase("splat_meta", op=_splat_meta, reference=meta_formula, make=_meta_make,
            outputs=("means2d", "radii", "depths"), int_atol32=1),
 ]

@@ -66,6 +66,12 @@ def _valid(op, device):
     if op == "splat_meta":
         return dict(records=torch.ones(2, N, 8, **f64), counts=torch.ones(2, N, **i64), cell=torch.ones(2, **f64),
                     cell_u=1.0, cell_v=1.0)
+    if op == "gather_rows":
+        return dict(table=torch.ones(N, 3, **f64), index=torch.tensor([0, -1, 2], **i64))
+    if op == "adam_rows_":
+        return dict(param=torch.ones(N, 3, **f64), exp_avg=torch.zeros(N, 3, **f64), exp_avg_sq=torch.zeros(N, 3, **f64),
+                    index=torch.tensor([0, 2, -1], **i64), grad=torch.ones(3, 3, **f64), step=torch.ones((), **f64),
+                    lr=0.1, beta1=0.9, beta2=0.999, eps=1e-15, weight_decay=0.0)
     covar = dict(quats=torch.ones(2, N, 4, **f64), scales=torch.ones(2, N, 3, **f64))
     if op == "quat_scale_to_covar_preci":
         return dict(covar, compute_covar=True, compute_preci=True, triu=False)
@@ -84,6 +90,10 @@ def _call(op, kw):
         return nurec_ops.collect(**kw)
     if op == "quat_scale_to_covar_preci":
         return nurec_ops.quat_scale_to_covar_preci(**kw)
+    if op == "gather_rows":
+        return nurec_ops.gather_rows(**kw)
+    if op == "adam_rows_":
+        return nurec_ops.adam_rows_(**kw)
     return getattr(OPS, op)(**kw)
 
 
@@ -239,6 +249,49 @@ for g in ("grad_covars", "grad_precis"):
     case((QSB,), g, "float32", dtype(torch.float32))
     case((QSB,), g, "device", device())
 
+# gather_rows and adam_rows_ (offload: a table on the compute device here;
+# the pinned host tables' errors are tests/test_offload_rows.py's, on CUDA)
+GR, AR = "gather_rows", "adam_rows_"
+case((GR,), "table", "1d", shape(N * 3))
+case((GR,), "table", "3d", shape(N, 3, 1))
+case((GR,), "table", "D=0", shape(N, 0))
+case((GR,), "table", "int64", dtype(torch.int64))
+case((GR,), "table", "float16", dtype(torch.float16))
+case((GR,), "table", "device", device())
+case((GR, AR), "index", "shape[K,1]", shape(3, 1))
+case((GR, AR), "index", "0d", shape())
+case((GR, AR), "index", "int32", dtype(torch.int32))
+case((GR, AR), "index", "float32", dtype(torch.float32))
+case((GR, AR), "index", "device", device())
+case((AR,), "param", "1d", shape(N * 3))
+case((AR,), "param", "D=0", shape(N, 0))
+case((AR,), "param", "int64", dtype(torch.int64))
+case((AR,), "param", "bfloat16", dtype(torch.bfloat16))
+case((AR,), "param", "non-contiguous", lambda kw, n, o: kw[n].new_ones(3, N).t())
+case((AR,), "param", "device", device())
+for m in ("exp_avg", "exp_avg_sq"):
+    case((AR,), m, "rows", shape(N + 1, 3))
+    case((AR,), m, "columns", shape(N, 4))
+    case((AR,), m, "float32", dtype(torch.float32))
+    case((AR,), m, "non-contiguous", lambda kw, n, o: kw[n].new_ones(3, N).t())
+    case((AR,), m, "device", device())
+case((AR,), "grad", "shape[K+1,D]", shape(4, 3))
+case((AR,), "grad", "shape[K,D+1]", shape(3, 4))
+case((AR,), "grad", "float32", dtype(torch.float32))
+case((AR,), "grad", "device", device())
+case((AR,), "step", "shape[2]", shape(2))
+case((AR,), "step", "shape[1,1]", shape(1, 1))
+case((AR,), "step", "int64", dtype(torch.int64))
+case((AR,), "step", "device", device())
+case((AR,), "lr", "negative", value(-1.0))
+case((AR,), "lr", "nan", value(float("nan")))
+case((AR,), "beta1", "1", value(1.0))
+case((AR,), "beta1", "negative", value(-0.1))
+case((AR,), "beta2", "1", value(1.0))
+case((AR,), "beta2", "nan", value(float("nan")))
+case((AR,), "eps", "0", value(0.0))
+case((AR,), "weight_decay", "negative", value(-0.1))
+
 
 # A C++ check that throws must surface as a Python RuntimeError. If the
 # library's error path crashes the interpreter instead (seen with a build made
@@ -329,6 +382,10 @@ def test_valid_meta_shapes(dev):
     assert [tuple(o.shape) for o in grads] == [(N, 3), (N, 4), (N, 3), (N,), (2, 7)]
     g = _call(IPB, _valid(IPB, dev))
     assert g.shape == (P, 7)
+    rows = _call(GR, _valid(GR, dev))
+    assert rows.shape == (3, 3) and rows.dtype == torch.float64 and rows.device.type == dev
+    status = _call(AR, _valid(AR, dev))
+    assert status.shape == (1,) and status.dtype == torch.int64 and status.device.type == dev
 
 
 def test_reference_rejects_bad_mode():

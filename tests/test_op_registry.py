@@ -624,7 +624,7 @@ def test_opcheck(case, device, dtype, seed, cut_lists):
         first.setdefault(func, (args, kwargs))
     if case.autograd_op is not None:
         assert case.autograd_op.op.default in first, f"{case}: its operator was not called"
-        if leaves(case, s):
+        if leaves(case, s) and not case.torch_backward:
             assert len(first) >= 2, f"{case}: no backward operator was called: {list(first)}"
     assert first
     forward = case.autograd_op.op.default if case.autograd_op is not None else None
@@ -678,6 +678,11 @@ def test_compile_fullgraph(case, device, backend, seed):
 
 # ------------------------------------------------------ the autograd paths
 
+def as_tuple(out):
+    """An operator's outputs as a tuple (gather_rows returns one tensor)."""
+    return out if isinstance(out, tuple) else (out,)
+
+
 def _autograd_params():
     return params(lambda c: c.autograd_op is not None)
 
@@ -695,14 +700,14 @@ def test_wrapper_path_matches_registered_autograd(case, device, seed, cut_lists)
     idx = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.requires_grad]
     assert len(idx) == len(leaves(case, s)), f"{case}: {len(idx)} differentiable arguments"
     with torch.no_grad():
-        probe = op.op(*args)
+        probe = as_tuple(op.op(*args))
     n_out = sum(o.is_floating_point() for o in case.op(**s))
     g = torch.Generator().manual_seed(seed)
     cots = [torch.randn(o.shape, generator=g, dtype=o.dtype).to(o.device) for o in probe[:n_out]]
 
     def run(call):
         a = [x.detach().requires_grad_(True) if i in idx else x for i, x in enumerate(args)]
-        out = call(*a)
+        out = as_tuple(call(*a))
         grads = torch.autograd.grad(out[:n_out], [a[i] for i in idx], cots, allow_unused=True)
         return [o.detach() for o in out[:n_out]], grads
 
@@ -726,13 +731,13 @@ def test_no_gradient_path_builds_no_graph(case, device, seed, cut_lists):
     args = recorded_forward(case, s)
     n_out = sum(o.is_floating_point() for o in case.op(**s))
     with torch.no_grad():
-        expected = op.op(*args)
-        out = op(*args)
+        expected = as_tuple(op.op(*args))
+        out = as_tuple(op(*args))
     for a, b in zip(out[:n_out], expected[:n_out]):
         assert a.grad_fn is None and not a.requires_grad
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12, equal_nan=True)
     detached = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
-    out = op(*detached)  # grad mode on, no input requires a gradient
+    out = as_tuple(op(*detached))  # grad mode on, no input requires a gradient
     assert all(o.grad_fn is None for o in out[:n_out])
     out = case.op(**{k: (v.detach() if isinstance(v, torch.Tensor) else v) for k, v in s.items()})
     assert all(o.grad_fn is None for o in out)

@@ -92,7 +92,10 @@ static __device__ __forceinline__ float nurec_rcpf_normal(float x) {
 enum nurec_status {
     NUREC_OK = 0,
     NUREC_ERR_DTYPE = 1,  /* unsupported floating dtype */
-    NUREC_ERR_CUDA = 2    /* a CUDA call failed; see nurec_last_cuda_error */
+    NUREC_ERR_CUDA = 2,   /* a CUDA call failed; see nurec_last_cuda_error */
+    NUREC_ERR_NOT_PINNED = 3 /* host memory handed to a CUDA kernel is not
+                                page-locked, so no kernel can reach it (the
+                                glue names the tensor) */
 };
 
 /* Floating dtype of a params struct's real-valued tensors. */
