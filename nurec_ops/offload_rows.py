@@ -155,7 +155,8 @@ def adam_rows_(param, exp_avg, exp_avg_sq, index, grad, step, lr, beta1=0.9, bet
         capture and torch.compile only the returned status tells.
 
     An optimizer step: no autograd (it runs below autograd, as
-    torch.optim's steps run under ``torch.no_grad()``).
+    torch.optim's steps run under ``torch.no_grad()``; call
+    ``torch.ops.nurec_ops.adam_rows_`` itself under ``torch.no_grad()``).
     """
     if torch.compiler.is_compiling():
         return ops.adam_rows_(param, exp_avg, exp_avg_sq, index, grad, step, lr, beta1, beta2, eps, weight_decay)

@@ -4,8 +4,9 @@ place by CUDA kernels): against the reference twins
 (nurec_ops.reference.gather_rows, adam_rows_) and against torch.optim.Adam
 itself; padding, bad entries (NaN rows; Adam's check: nothing updated, the
 status, the raise on the CPU at once and on CUDA later, naming the call),
-K = 0, N = 0, D = 1 and 48, the check's scan across thread blocks, poisoned
-memory, the gather's gradient; and, on CUDA (GPU-marked), the zero-copy
+K = 0, N = 0, D = 1 and 48, the check's scan across thread blocks (and the
+CUDA check's algorithm ported to Python, so that the CPU suite runs it),
+poisoned memory, the gather's gradient; and, on CUDA (GPU-marked), the zero-copy
 path from pinned host tables, its errors, no host sync, CUDA-graph capture
 and the current stream with host tables.
 
@@ -465,6 +466,64 @@ def test_adam_check_counts_as_reference(device, seed):
         assert changed == (int((index >= 0).sum()) if want == 0 else 0)
         seen.add(want == 0)
     assert seen == {True, False}
+
+
+def _last_row(a, b):
+    return b if b >= 0 else a  # offload_math.h: nurec_offload_last_row
+
+
+def _block_scan_port(values):
+    """offload.cu's offload_scan_last_row, ported (lanes of 32, a warp's
+    shfl_up steps, then the warps' last rows): (inclusive scan, total)."""
+    x = list(values)
+    for d in (1, 2, 4, 8, 16):
+        x = [_last_row(x[t - d], x[t]) if t % 32 >= d else x[t] for t in range(len(x))]
+    warp_last = x[31::32]
+    before = [-1]
+    for w in warp_last[:-1]:
+        before.append(_last_row(before[-1], w))
+    total = _last_row(before[-1], warp_last[-1])
+    return [_last_row(before[t // 32], x[t]) for t in range(len(x))], total
+
+
+def _check_kernel_port(index, N, B):
+    """offload.cu's offload_check_kernel, ported, with blocks of B threads:
+    the status it writes."""
+    K = len(index)
+    row = [r if 0 <= r < N else -1 for r in index]
+    bad = 0
+    for start in range(0, K, B):
+        incl, block_last = _block_scan_port(row[start:start + B] + [-1] * (start + B - K))
+        carry, s = -1, start
+        while block_last >= 0 and s > 0 and carry < 0:  # the look-back, a block at a time
+            _, carry = _block_scan_port(row[s - B:s])
+            s -= B
+        for t in range(min(B, K - start)):
+            prev = incl[t - 1] if t > 0 else -1
+            if block_last >= 0:
+                prev = _last_row(carry, prev)
+            r = index[start + t]
+            bad += r != -1 and (not 0 <= r < N or r <= prev)
+    return bad
+
+
+def test_cuda_check_ported(seed):
+    """The CUDA check's algorithm (its block scan and look-back over blocks,
+    ported to Python; blocks of 32 and 64 threads for more of them) counts
+    the reference's bad entries, on the indexes of check_cases and random
+    ones: a CPU run of what only a GPU runs otherwise."""
+    gen = torch.Generator().manual_seed(seed)
+    cases = list(check_cases(gen, B=32))
+    for _ in range(30):
+        N, K = int(torch.randint(1, 60, (1,), generator=gen)), int(torch.randint(0, 200, (1,), generator=gen))
+        idx = compaction_index(N, K, gen, mixed=True)
+        slips = torch.rand(K, generator=gen) < 0.05
+        idx[slips] = torch.randint(-3, N + 3, (int(slips.sum()),), generator=gen)
+        cases.append((idx, N))
+    for idx, N in cases:
+        want = int(bad_entries(idx, N)[0])
+        for B in (32, 64):
+            assert _check_kernel_port(idx.tolist(), N, B) == want, (idx.tolist(), N, B)
 
 
 # ------------------------------------------------- CUDA: pinned host tables
