@@ -21,15 +21,17 @@ def _surface_points(g, n, lo, hi):
     return lo + (hi - lo) * torch.rand(n, 3, generator=g, dtype=torch.float64)
 
 
-def _static_background(g, n):
-    """Road + sidewalks (z = 0), two facades (y = +-12), and poles."""
+def _static_background(g, n, length=160.0):
+    """Road + sidewalks (z = 0), two facades (y = +-12), and poles, along
+    x in [-length / 2, length / 2]."""
+    h = length / 2
     n_ground, n_facade = int(n * 0.5), int(n * 0.4)
     n_pole = n - n_ground - n_facade
-    ground = _surface_points(g, n_ground, torch.tensor([-80.0, -12.0, 0.0]), torch.tensor([80.0, 12.0, 0.0]))
+    ground = _surface_points(g, n_ground, torch.tensor([-h, -12.0, 0.0]), torch.tensor([h, 12.0, 0.0]))
     ground[:, 2] += 0.01 * torch.randn(n_ground, generator=g, dtype=torch.float64)
-    facade = _surface_points(g, n_facade, torch.tensor([-80.0, 12.0, 0.0]), torch.tensor([80.0, 12.3, 14.0]))
+    facade = _surface_points(g, n_facade, torch.tensor([-h, 12.0, 0.0]), torch.tensor([h, 12.3, 14.0]))
     facade[: n_facade // 2, 1] *= -1
-    pole = _surface_points(g, n_pole, torch.tensor([-80.0, -0.1, 0.0]), torch.tensor([80.0, 0.1, 6.0]))
+    pole = _surface_points(g, n_pole, torch.tensor([-h, -0.1, 0.0]), torch.tensor([h, 0.1, 6.0]))
     pole[:, 0] = torch.round(pole[:, 0] / 10) * 10 + 0.1 * torch.randn(n_pole, generator=g, dtype=torch.float64)
     pole[:, 1] += torch.where(torch.rand(n_pole, generator=g) < 0.5, -10.0, 10.0).double()
     means = torch.cat([ground, facade, pole])
@@ -54,11 +56,11 @@ def _car(g, n):
 
 
 def make_street_scene(device="cpu", dtype=torch.float32, seed=0, num_static=400_000, num_tracks=64,
-                      per_track=1_000, keys_range=(50, 200)):
+                      per_track=1_000, keys_range=(50, 200), length=160.0):
     """Returns a dict of the packed Gaussians, the track keyframes and the
-    query time (see module docstring)."""
+    query time (see module docstring); ``length``: the street's (metres)."""
     g = torch.Generator().manual_seed(seed)
-    means_s, colour_s, spacing = _static_background(g, num_static)
+    means_s, colour_s, spacing = _static_background(g, num_static, length)
     cars, colours, ids = [], [], []
     counts = torch.randint(keys_range[0], keys_range[1] + 1, (num_tracks,), generator=g)
     counts[num_tracks // 2] = 1  # one single-key track
