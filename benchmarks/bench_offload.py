@@ -129,11 +129,11 @@ def measure(mode, N, scale, cameras, steps, memory_gb, device):
     if cuda and memory_gb:
         total = torch.cuda.get_device_properties(device).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, memory_gb * 2 ** 30 / total))
-    t0 = time.time()
-    params, D = build(device, N, scale, cameras)
-    row = dict(mode=mode, N=D["scene"]["means"].shape[0], street_m=round(D["length"]), memory_gb=memory_gb or None,
-               build_s=round(time.time() - t0, 1))
+    row = dict(mode=mode, memory_gb=memory_gb or None)
     try:
+        t0 = time.time()
+        params, D = build(device, N, scale, cameras)
+        row.update(N=D["scene"]["means"].shape[0], street_m=round(D["length"]), build_s=round(time.time() - t0, 1))
         step = (gpu_step if mode == "gpu" else offload_step)(params, D)
         if cuda:
             torch.cuda.reset_peak_memory_stats()
@@ -150,9 +150,14 @@ def measure(mode, N, scale, cameras, steps, memory_gb, device):
             row["overflowed_steps"] = host.overflowed_steps
             row["pinned_gb"] = 3 * host.param.numel() * host.param.element_size() / 2 ** 30
         row["status"] = "ok"
-    except torch.OutOfMemoryError as e:
+    except (torch.OutOfMemoryError, RuntimeError) as e:
+        # torch's allocator raises OutOfMemoryError; an op's own output
+        # allocation failing says so in a RuntimeError of its own
+        msg = str(e).split("\n")[0]
+        if not isinstance(e, torch.OutOfMemoryError) and "allocation" not in msg and "out of memory" not in msg:
+            raise
         row["status"] = "out of memory"
-        row["error"] = str(e).split("\n")[0][:160]
+        row["error"] = msg[:160]
     return row
 
 
