@@ -38,7 +38,6 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-import nurec_ops  # noqa: E402
 from nurec_ops import offload  # noqa: E402
 import bench_rig_step as rig  # noqa: E402
 from timing import step_ms, table  # noqa: E402
@@ -50,32 +49,13 @@ DENSITY = 2e6 / 160.0  # Gaussians per metre of street (bench_rig_step's 2M stre
 def build(device, N, scale, cameras):
     """bench_rig_step's parameters and data on a street of N Gaussians."""
     length = max(160.0, N / DENSITY)
-    orig = rig.make_street_scene
-    rig.make_street_scene = lambda *a, **k: orig(*a, **k, length=length)
-    try:
-        params, D = rig.build(device, torch.float32, N, cameras, scale)
-    finally:
-        rig.make_street_scene = orig
+    params, D = rig.build(device, torch.float32, N, cameras, scale, length=length)
     D["length"] = length
     return params, D
 
 
 def losses(D, m, q, s, o, sh):
-    loss = 0.0
-    for (V, K, W, H), tgt in zip(D["groups"], D["targets"]):
-        img = nurec_ops.rasterize_camera(m, q, s, o, sh, V, K, W, H, sh_degree=D["sh"], far=FAR_CAMERA)[0]
-        loss = loss + (img - tgt).abs().mean()
-    if D["lidar"] is not None:
-        LV, model = D["lidar"]
-        rng = nurec_ops.rasterize_lidar(m, q, s, o, torch.ones_like(o)[:, None], LV, *model)[1]
-        loss = loss + 0.05 * (rng - D["lidar_target"]).abs().mean()
-    return loss
-
-
-def collect(params, D):
-    s = D["scene"]
-    return nurec_ops.collect(params["means"], params["quats"], params["log_scales"], params["opacity_logits"],
-                             s["track_ids"], params["key_poses"], s["key_times"], s["track_ranges"], s["query_times"])
+    return rig.losses(D, m, q, s, o, sh, camera_kw=dict(far=FAR_CAMERA))
 
 
 def visible(D, mw, sc, o):
@@ -92,7 +72,7 @@ def gpu_step(params, D):
     opt = torch.optim.Adam(list(params.values()), lr=1e-3)
 
     def step():
-        mw, qw, sc, o = collect(params, D)
+        mw, qw, sc, o = rig.collect(params, D)
         loss = losses(D, mw, qw, sc, o, params["sh"])
         opt.zero_grad(set_to_none=False)
         loss.backward()
@@ -109,7 +89,7 @@ def offload_step(params, D):
     opt = torch.optim.Adam(list(params.values()), lr=1e-3)
 
     def step():
-        mw, qw, sc, o = collect(params, D)
+        mw, qw, sc, o = rig.collect(params, D)
         seen = visible(D, mw.detach(), sc.detach(), o.detach())
         index, poison = host.visible_index(seen)
         D["visible"] = seen.sum()

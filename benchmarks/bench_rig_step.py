@@ -73,10 +73,10 @@ def lidar_model(device, dtype):
                                                                                                 device=device)
 
 
-def build(device, dtype, N, cameras, scale, lidar=True, sh=3):
+def build(device, dtype, N, cameras, scale, lidar=True, sh=3, length=160.0):
     per = min(PER_ACTOR, max(N // (4 * ACTORS), 1))
     s = make_street_scene(device, dtype, seed=0, num_static=max(N - ACTORS * per, 1), num_tracks=ACTORS,
-                          per_track=per)
+                          per_track=per, length=length)
     n = s["means"].shape[0]
     K = (sh + 1) ** 2
     params = {k: s[k].clone().requires_grad_(True) for k in ("means", "quats", "log_scales", "opacity_logits")}
@@ -94,28 +94,36 @@ def build(device, dtype, N, cameras, scale, lidar=True, sh=3):
     return params, D
 
 
-def step_fn(params, D, opt, camera_op="nurec_ops", capacity=None):
+def collect(params, D):
+    """The step's world-space Gaussians at the scene's query time."""
     s = D["scene"]
-    kw = {} if capacity is None else dict(capacity=capacity)
+    return nurec_ops.collect(params["means"], params["quats"], params["log_scales"], params["opacity_logits"],
+                             s["track_ids"], params["key_poses"], s["key_times"], s["track_ranges"], s["query_times"])
+
+
+def losses(D, mw, qw, sc, o, sh, camera_op="nurec_ops", camera_kw=None):
+    """The step's L1 losses: every camera group (through `camera_op`,
+    ours with `camera_kw` or gsplat's classic path), and the lidar's range."""
     if camera_op == "gsplat":
         import gsplat
+    loss = 0.0
+    for (V, K, W, H), tgt in zip(D["groups"], D["targets"]):
+        if camera_op == "gsplat":
+            img, _, _ = gsplat.rasterization(mw, qw, sc, o, sh, V, K, W, H, sh_degree=D["sh"], packed=False,
+                                             near_plane=0.01)
+        else:
+            img = nurec_ops.rasterize_camera(mw, qw, sc, o, sh, V, K, W, H, sh_degree=D["sh"], **(camera_kw or {}))[0]
+        loss = loss + (img - tgt).abs().mean()
+    if D["lidar"] is not None:
+        LV, m = D["lidar"]
+        rng = nurec_ops.rasterize_lidar(mw, qw, sc, o, torch.ones_like(o)[:, None], LV, *m)[1]
+        loss = loss + 0.05 * (rng - D["lidar_target"]).abs().mean()
+    return loss
 
+
+def step_fn(params, D, opt, camera_op="nurec_ops"):
     def step():
-        mw, qw, sc, o = nurec_ops.collect(params["means"], params["quats"], params["log_scales"],
-                                          params["opacity_logits"], s["track_ids"], params["key_poses"],
-                                          s["key_times"], s["track_ranges"], s["query_times"])
-        loss = 0.0
-        for (V, K, W, H), tgt in zip(D["groups"], D["targets"]):
-            if camera_op == "gsplat":
-                img, _, _ = gsplat.rasterization(mw, qw, sc, o, params["sh"], V, K, W, H, sh_degree=D["sh"],
-                                                 packed=False, near_plane=0.01)
-            else:
-                img = nurec_ops.rasterize_camera(mw, qw, sc, o, params["sh"], V, K, W, H, sh_degree=D["sh"], **kw)[0]
-            loss = loss + (img - tgt).abs().mean()
-        if D["lidar"] is not None:
-            LV, m = D["lidar"]
-            rng = nurec_ops.rasterize_lidar(mw, qw, sc, o, torch.ones_like(o)[:, None], LV, *m, **kw)[1]
-            loss = loss + 0.05 * (rng - D["lidar_target"]).abs().mean()
+        loss = losses(D, *collect(params, D), params["sh"], camera_op)
         opt.zero_grad(set_to_none=False)
         loss.backward()
         opt.step()

@@ -35,7 +35,6 @@ import torch
 
 from . import _checks as C
 
-_LN255X2 = 2.0 * math.log(255.0)  # the opacity-aware ellipse's bound at o = 1: d^T S^-1 d <= 2 ln(255 o)
 _EPS2D = 0.3  # SPEC section 3: px^2 added to the projected covariance's diagonal
 _SAFETY = 1.01  # relative slack on every bound (float32 rounding of the rasterizer's own projection)
 
@@ -56,19 +55,15 @@ def pinhole_visible(means, scales, opacities, viewmats, Ks, width, height, near=
     [C, 3, 3]``, the image size, the near and far planes as for
     ``rasterize_camera``."""
     op = "pinhole_visible"
-    _check_gaussians(op, means, scales, opacities)
-    if viewmats.dim() != 3 or viewmats.shape[1:] != (4, 4):
-        C.fail(op, f"`viewmats` must have shape [C, 4, 4], got {list(viewmats.shape)}")
-    if Ks.shape != (viewmats.shape[0], 3, 3):
-        C.fail(op, f"`Ks` must have shape [{viewmats.shape[0]}, 3, 3] (one per viewmat), got {list(Ks.shape)}")
-    V = viewmats.to(means.dtype)
+    V = _check(op, means, scales, opacities, viewmats)
+    C.shape(op, "Ks", Ks, (V.shape[0], 3, 3), "[C, 3, 3] (one per viewmat)")
     K = Ks.to(means.dtype)
     s = scales.amax(-1)
     s2 = s * s
     radius_o = torch.sqrt((torch.log((255.0 * opacities).clamp_min(1e-30)) * 2.0).clamp_min(0))  # sqrt(2 ln(255 o))
     seen = torch.zeros(means.shape[0], dtype=torch.bool, device=means.device)
     for c in range(V.shape[0]):  # one camera at a time: [N] temporaries, never [C, N]
-        p = means @ V[c, :3, :3].T + V[c, :3, 3]
+        p = _in_sensor(means, V[c])
         z = p[:, 2]
         fx, fy, cx, cy = K[c, 0, 0], K[c, 1, 1], K[c, 0, 2], K[c, 1, 2]
         zs = torch.where(z > 0, z, torch.ones_like(z))
@@ -90,26 +85,27 @@ def lidar_visible(means, scales, opacities, viewmats, near=0.5, far=200.0):
     ``rasterize_lidar`` (SPEC section 4) could reach from any of its ``C``
     poses: mean range inside ``(near, far)`` and opacity above 1/255 (no
     bound on direction: the sweep covers every azimuth)."""
-    op = "lidar_visible"
-    _check_gaussians(op, means, scales, opacities)
-    if viewmats.dim() != 3 or viewmats.shape[1:] != (4, 4):
-        C.fail(op, f"`viewmats` must have shape [C, 4, 4], got {list(viewmats.shape)}")
-    V = viewmats.to(means.dtype)
+    V = _check("lidar_visible", means, scales, opacities, viewmats)
     seen = torch.zeros(means.shape[0], dtype=torch.bool, device=means.device)
     for c in range(V.shape[0]):
-        r = (means @ V[c, :3, :3].T + V[c, :3, 3]).norm(dim=-1)
+        r = _in_sensor(means, V[c]).norm(dim=-1)
         seen |= (r > near) & (r < far)
     return seen & (opacities > 1.0 / 255.0)
 
 
-def _check_gaussians(op, means, scales, opacities):
-    if means.dim() != 2 or means.shape[1] != 3:
-        C.fail(op, f"`means` must have shape [N, 3], got {list(means.shape)}")
+def _check(op, means, scales, opacities, viewmats):
+    """The visibility tests' shapes; the viewmats in means' dtype."""
+    C.shape(op, "means", means, (-1, 3), "[N, 3]")
     N = means.shape[0]
-    if scales.shape != (N, 3):
-        C.fail(op, f"`scales` must have shape [{N}, 3], got {list(scales.shape)}")
-    if opacities.shape != (N,):
-        C.fail(op, f"`opacities` must have shape [{N}], got {list(opacities.shape)}")
+    C.shape(op, "scales", scales, (N, 3), "[N, 3] (N = means.shape[0])")
+    C.shape(op, "opacities", opacities, (N,), "[N] (N = means.shape[0])")
+    C.shape(op, "viewmats", viewmats, (-1, 4, 4), "[C, 4, 4]")
+    return viewmats.to(means.dtype)
+
+
+def _in_sensor(means, viewmat):
+    """World points [N, 3] in a sensor's frame (viewmat [4, 4], world to sensor)."""
+    return means @ viewmat[:3, :3].T + viewmat[:3, 3]
 
 
 def compact(mask, capacity):
@@ -149,7 +145,7 @@ def subset(index, means, quats, scales, opacities, poison=None):
         if poison is not None:
             o = torch.where(poison, torch.full_like(o, float("nan")), o)
         return z(means), z(quats), z(scales), o
-    slot = torch.arange(index.shape[0], device=index.device) % max(N, 1)
+    slot = torch.arange(index.shape[0], device=index.device) % N
     j = torch.where(index >= 0, index, slot)
     pick = lambda t: torch.index_select(t, 0, j)
     o = torch.where(index >= 0, pick(opacities), torch.zeros((), dtype=opacities.dtype, device=opacities.device))

@@ -3,7 +3,6 @@ gradients of the visible subset are those of the whole scene), the
 compaction is exact and flags overflow, and HostRows' steps are Adam on the
 visible rows only (SelectiveAdam), on CPU and, from pinned host memory,
 on CUDA."""
-import math
 
 import pytest
 import torch
@@ -11,7 +10,7 @@ import torch
 import nurec_ops
 from nurec_ops import offload
 
-from conftest import DEVICES, DTYPES, gpu
+from conftest import DEVICES, gpu
 from random_scenes import random_quats
 import test_rasterize_camera as tc
 import test_rasterize_lidar as tl
