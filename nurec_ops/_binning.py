@@ -53,6 +53,8 @@ import warnings
 
 import torch
 
+from ._async_read import AsyncReads, capturing
+
 HEADROOM = 1.25
 SLACK = 4096
 SHRINK_FACTOR = 2.5
@@ -73,8 +75,7 @@ class CapacityPolicy:
         self.capacity = {}  # (device index, key) -> int
         self.rate = {}  # (device index, key) -> (needed intersections per item, items) of the last report
         self.recent = {}  # (device index, key) -> the targets of its last SHRINK_WINDOW reports
-        self.pending = collections.deque()  # (event, pinned status, capacity, serial, key)
-        self.spare = collections.defaultdict(list)  # device index -> read (event, pinned status), for reuse
+        self.reports = AsyncReads(2)  # (needed, overflowed) of eager calls; payload (capacity, serial, key, work)
         self.serial = 0
         self.on_overflow = "warn"
 
@@ -114,46 +115,18 @@ class CapacityPolicy:
 
     def record(self, device, key, status, capacity, work=None):
         """Queues the asynchronous report of one eager call's status."""
-        if _compiling() or torch.cuda.is_current_stream_capturing():
+        if _compiling() or capturing():
             return
-        # A read report's pinned buffer and event are reused: freeing pinned
-        # memory after an asynchronous copy makes the host allocator record
-        # an event of its own, host time before the next call's first kernel.
-        # (An event stays with the device it was first recorded on.)
-        k = self._key(device, key)
-        spare = self.spare[k[0]]
-        if spare:
-            ev, pinned = spare.pop()
-        else:
-            ev, pinned = torch.cuda.Event(), torch.empty(2, dtype=torch.int64, pin_memory=True)
-        pinned.copy_(status, non_blocking=True)
-        # Record on the stream the copy ran on: the current stream of the
-        # status tensor's device (a plain record() uses the current device's
-        # stream, which differs when the op's tensors are not on the current
-        # device, so query() could pass before the copy landed).
-        ev.record(torch.cuda.current_stream(status.device))
         self.serial += 1
-        self.pending.append((ev, pinned, capacity, self.serial, k, work))
+        self.reports.record(status, (capacity, self.serial, self._key(device, key), work))
 
     def poll(self):
         """Reads every report whose copy has finished (never waits)."""
-        if torch.cuda.is_available() and torch.cuda.is_current_stream_capturing():
-            return
         problems = []
-        keep = collections.deque()
-        while self.pending:
-            item = self.pending.popleft()
-            ev, pinned, cap, serial, k, work = item
-            if not ev.query():
-                keep.append(item)
-                continue
-            needed, overflowed = (int(v) for v in pinned.tolist())
-            if len(self.spare[k[0]]) < 8:
-                self.spare[k[0]].append((ev, pinned))
+        for (needed, overflowed), (cap, serial, k, work) in self.reports.ready():
             self.update(k, needed, work)
             if overflowed:
                 problems.append((serial, needed, cap, self.capacity[k]))
-        self.pending = keep
         for serial, needed, cap, new in problems:
             self._report(serial, needed, cap, new)
 

@@ -26,7 +26,6 @@ One step, with no host synchronization anywhere:
    (gsplat's SelectiveAdam semantics: a row no sensor saw keeps its value
    and moments).
 """
-import collections
 import math
 import warnings
 import weakref
@@ -34,6 +33,7 @@ import weakref
 import torch
 
 from . import _checks as C
+from ._async_read import AsyncReads
 
 _EPS2D = 0.3  # SPEC section 3: px^2 added to the projected covariance's diagonal
 _SAFETY = 1.01  # relative slack on every bound (float32 rounding of the rasterizer's own projection)
@@ -182,8 +182,7 @@ class HostRows:
         N = self.shape[0]
         self.capacity = N if capacity is None else max(0, min(int(capacity), N))
         self._sized = capacity is not None
-        self._pending = collections.deque()  # (event, pinned count) of earlier steps
-        self._spare = []
+        self._counts = AsyncReads(1)  # earlier steps' visible counts; payload: that step's capacity
         self.overflowed_steps = 0
 
     @staticmethod
@@ -218,21 +217,15 @@ class HostRows:
             self._sized = True
         cap = self.capacity
         index, count = compact(mask, cap)
-        if self.device.type == "cuda" and not torch.cuda.is_current_stream_capturing():
-            ev, pinned = self._spare.pop() if self._spare else (torch.cuda.Event(),
-                                                                 torch.empty(1, dtype=torch.int64, pin_memory=True))
-            pinned.copy_(count.reshape(1), non_blocking=True)
-            ev.record()
-            self._pending.append((ev, pinned, cap))
-        elif self.device.type != "cuda":
+        if self.device.type == "cuda":
+            self._counts.record(count, cap)  # nothing under capture: a replay's count is the graph's
+        else:
             self._grow(int(count), cap)
         return index, count > cap
 
     def _poll(self):
-        while self._pending and self._pending[0][0].query():
-            ev, pinned, cap = self._pending.popleft()
-            self._grow(int(pinned[0]), cap)
-            self._spare.append((ev, pinned))
+        for (count,), cap in self._counts.ready():
+            self._grow(count, cap)
 
     def _target(self, count):
         return min(self.shape[0], int(math.ceil(count * 1.25)) + 1024)

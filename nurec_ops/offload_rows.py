@@ -7,11 +7,11 @@ visible Gaussians' rows (a compaction's fixed-capacity index: ascending
 rows, then -1 padding), and after the backward applies Adam to those rows
 where they are. Fake kernels, the gather's autograd, and the asynchronous
 report of a bad index on CUDA."""
-import collections
 
 import torch
 
 from . import _checks as C
+from ._async_read import AsyncReads
 from ._library import AutogradOp, _BelowAutograd, ops
 from .nvtx import ranged
 
@@ -188,51 +188,21 @@ def check_pending(wait=False):
 
 
 class _StatusReports:
-    """adam_rows_'s status of eager CUDA calls, read without a sync:
-    CapacityPolicy.record / poll's way (nurec_ops/_binning.py): a
-    non-blocking copy into a pinned buffer and an event recorded after it,
-    queried (never waited on) later; buffer and event are reused."""
+    """adam_rows_'s status of eager CUDA calls, read without a sync
+    (nurec_ops/_async_read.py, as the binning's capacity reports)."""
 
     def __init__(self):
-        self.pending = collections.deque()  # (event, pinned status, call serial, device, N)
-        self.spare = collections.defaultdict(list)  # device index -> read (event, pinned status)
+        self.reads = AsyncReads(1)  # payload: (call serial, device index, N)
         self.serial = 0
 
     def record(self, status, num_rows):
         self.serial += 1
-        if torch.cuda.is_current_stream_capturing():
-            return  # a replay writes the graph's own status tensor: the caller's to read
-        dev = status.device.index
-        spare = self.spare[dev]
-        ev, pinned = spare.pop() if spare else (torch.cuda.Event(), torch.empty(1, dtype=torch.int64,
-                                                                                pin_memory=True))
-        pinned.copy_(status, non_blocking=True)
-        # on the stream the copy ran on (the current stream of status's
-        # device, which need not be the current device)
-        ev.record(torch.cuda.current_stream(status.device))
-        self.pending.append((ev, pinned, self.serial, dev, num_rows))
+        self.reads.record(status, (self.serial, status.device.index, num_rows))
 
     def poll(self, wait=False):
-        if not self.pending or torch.cuda.is_current_stream_capturing():
-            return
-        first_bad = None
-        keep = collections.deque()
-        while self.pending:
-            item = self.pending.popleft()
-            ev, pinned, serial, dev, num_rows = item
-            if wait:
-                ev.synchronize()
-            elif not ev.query():
-                keep.append(item)
-                continue
-            bad = int(pinned[0])
-            if len(self.spare[dev]) < 8:
-                self.spare[dev].append((ev, pinned))
-            if bad and first_bad is None:
-                first_bad = (serial, dev, bad, num_rows)
-        self.pending = keep
-        if first_bad is not None:
-            serial, dev, bad, num_rows = first_bad
+        bad_calls = [(payload, bad) for (bad,), payload in self.reads.ready(wait) if bad]
+        if bad_calls:
+            (serial, dev, num_rows), bad = bad_calls[0]
             C.fail(_ADAM_OP, f"call #{serial} on cuda:{dev} had {bad} bad entries in `index` "
                              f"{_BAD_ENTRIES.format(N=num_rows)}; that call updated nothing")
 
