@@ -8,7 +8,7 @@ from . import _library
 from ._library import has_cuda_kernels
 from .collect import collect, collect_gaussian_parameters
 from .covariance import quat_scale_to_covar_preci
-from .offload_rows import adam_rows_, gather_rows
+from .offload_rows import adam_rows_, gather_rows, put_rows_
 from . import offload_rows
 from .track_poses import interpolate_track_poses
 from .rasterize_camera import rasterize_camera
@@ -35,6 +35,7 @@ __all__ = [
     "quat_scale_to_covar_preci",
     "gather_rows",
     "adam_rows_",
+    "put_rows_",
     "offload_rows",
     "reference",
     "has_cuda_kernels",

@@ -1,12 +1,13 @@
-"""gather_rows and adam_rows_: the rows of tables that may live in pinned
+"""gather_rows, adam_rows_ and put_rows_: the rows of tables that may live in pinned
 host memory (issue 51, the CLM paper's offloading), read and updated in
 place by CUDA kernels through unified addressing, with no host sync. A
 scene too big for the GPU keeps its geometry there and its appearance rows
 (SH coefficients) and their Adam moments on the host: each step gathers the
 visible Gaussians' rows (a compaction's fixed-capacity index: ascending
 rows, then -1 padding), and after the backward applies Adam to those rows
-where they are. Fake kernels, the gather's autograd, and the asynchronous
-report of a bad index on CUDA."""
+where they are; put_rows_ writes rows back (a GPU cache of rows evicting
+into the host table). Fake kernels, the gather's autograd, and the
+asynchronous report of a bad index on CUDA."""
 
 import torch
 
@@ -17,6 +18,7 @@ from .nvtx import ranged
 
 _GATHER_OP = "gather_rows"
 _ADAM_OP = "adam_rows_"
+_PUT_OP = "put_rows_"
 
 
 @ranged("nurec_ops.gather_rows")
@@ -163,48 +165,55 @@ def adam_rows_(param, exp_avg, exp_avg_sq, index, grad, step, lr, beta1=0.9, bet
     _REPORTS.poll()
     with _BelowAutograd():
         status = _ADAM_ENTRY(param, exp_avg, exp_avg_sq, index, grad, step, lr, beta1, beta2, eps, weight_decay)
+    return _reported(_ADAM_OP, status, index, param.shape[0])
+
+
+def _reported(op, status, index, num_rows):
+    """A checked call's status: raised at once on the CPU, queued for the
+    asynchronous report on CUDA."""
     if index.device.type == "cpu":
         bad = int(status[0])
         if bad:
-            C.fail(_ADAM_OP, f"`index` has {bad} bad entries {_BAD_ENTRIES.format(N=param.shape[0])}; nothing "
-                             f"was updated")
+            C.fail(op, f"`index` has {bad} bad entries {_BAD_ENTRIES.format(N=num_rows)}; {_NOTHING[op]}")
     elif index.device.type == "cuda":
-        _REPORTS.record(status, param.shape[0])
+        _REPORTS.record(op, status, num_rows)
     return status
 
 
 _ADAM_ENTRY = ops.adam_rows_.default._op  # the dispatcher entry (as _library.AutogradOp calls it)
+_NOTHING = {_ADAM_OP: "nothing was updated", _PUT_OP: "nothing was written"}
 _BAD_ENTRIES = ("(entries < -1 or >= N = {N}, or rows not above the row listed before them: the rows must be "
                 "strictly increasing)")
 
 
 def check_pending(wait=False):
-    """Reads the status of every earlier CUDA call of ``adam_rows_`` whose
+    """Reads the status of every earlier CUDA call of ``adam_rows_`` and
+    ``put_rows_`` whose
     asynchronous copy has arrived (all of them with ``wait=True``, which
     waits for their events) and raises a RuntimeError for the first one
-    that had a bad index. The next call of ``adam_rows_`` does this too
-    (without waiting)."""
+    that had a bad index. The next call of either does this too (without
+    waiting)."""
     _REPORTS.poll(wait)
 
 
 class _StatusReports:
-    """adam_rows_'s status of eager CUDA calls, read without a sync
+    """adam_rows_' and put_rows_' status of eager CUDA calls, read without a sync
     (nurec_ops/_async_read.py, as the binning's capacity reports)."""
 
     def __init__(self):
         self.reads = AsyncReads(1)  # payload: (call serial, device index, N)
         self.serial = 0
 
-    def record(self, status, num_rows):
+    def record(self, op, status, num_rows):
         self.serial += 1
-        self.reads.record(status, (self.serial, status.device.index, num_rows))
+        self.reads.record(status, (op, self.serial, status.device.index, num_rows))
 
     def poll(self, wait=False):
         bad_calls = [(payload, bad) for (bad,), payload in self.reads.ready(wait) if bad]
         if bad_calls:
-            (serial, dev, num_rows), bad = bad_calls[0]
-            C.fail(_ADAM_OP, f"call #{serial} on cuda:{dev} had {bad} bad entries in `index` "
-                             f"{_BAD_ENTRIES.format(N=num_rows)}; that call updated nothing")
+            (op, serial, dev, num_rows), bad = bad_calls[0]
+            C.fail(op, f"call #{serial} on cuda:{dev} had {bad} bad entries in `index` "
+                       f"{_BAD_ENTRIES.format(N=num_rows)}; that call {_NOTHING[op]}")
 
 
 _REPORTS = _StatusReports()
@@ -248,4 +257,60 @@ def _check_adam(param, exp_avg, exp_avg_sq, index, grad, step, lr, beta1, beta2,
 @torch.library.register_fake("nurec_ops::adam_rows_")
 def _fake_adam(param, exp_avg, exp_avg_sq, index, grad, step, lr, beta1, beta2, eps, weight_decay):
     _check_adam(param, exp_avg, exp_avg_sq, index, grad, step, lr, beta1, beta2, eps, weight_decay)
+    return index.new_empty((1,), dtype=torch.int64)
+
+
+# ------------------------------------------------------------ put_rows_
+
+@ranged("nurec_ops.put_rows_")
+def put_rows_(table, index, rows):
+    """``table[index[k]] = rows[k]``, written in place where ``table``
+    lives: on the device, or in pinned host memory over PCIe (a GPU cache
+    of rows writing back the rows it evicts).
+
+    Args:
+        table: ``[N, D]`` float32/float64, contiguous, on ``index``'s
+            device or (``index`` on CUDA) in pinned host memory.
+        index: ``[K]`` int64 on the compute device, adam_rows_'s rule: rows
+            strictly increasing (no row twice: two writers of one row would
+            race), ``-1`` entries skipped wherever they are.
+        rows: ``[K, D]`` on ``index``'s device, ``table``'s dtype.
+
+    Returns:
+        ``status``, int64 ``[1]`` on ``index``'s device: index's bad
+        entries, 0 when the rows were written. With a bad index nothing is
+        written; it is reported as adam_rows_'s (a RuntimeError at once on
+        the CPU; on CUDA a later call or ``check_pending()``).
+
+    No autograd (a write into a table, as an optimizer's).
+    """
+    if torch.compiler.is_compiling():
+        return ops.put_rows_(table, index, rows)
+    _REPORTS.poll()
+    with _BelowAutograd():
+        status = _PUT_ENTRY(table, index, rows)
+    return _reported(_PUT_OP, status, index, table.shape[0])
+
+
+_PUT_ENTRY = ops.put_rows_.default._op
+
+
+def _check_put(table, index, rows):
+    """The glue's checks, in its order."""
+    op = _PUT_OP
+    _check_table(op, "table", table)
+    _check_index(op, index)
+    _host_table(op, "table", table, index)
+    if not table.is_contiguous():
+        C.fail(op, f"`table` must be contiguous (it is updated in place), got a non-contiguous tensor of shape "
+                   f"{list(table.shape)}")
+    K, D = index.shape[0], table.shape[1]
+    C.shape(op, "rows", rows, (K, D), "[K, D] (K = index.shape[0], D = table.shape[1])")
+    C.real(op, "rows", rows, table, "table")
+    C.device(op, "rows", rows, index, "index")
+
+
+@torch.library.register_fake("nurec_ops::put_rows_")
+def _fake_put(table, index, rows):
+    _check_put(table, index, rows)
     return index.new_empty((1,), dtype=torch.int64)

@@ -437,6 +437,26 @@ ADAM = dict(op=_functional_adam(nurec_ops.adam_rows_), reference=_functional_ada
             outputs=("param", "exp_avg", "exp_avg_sq", "status"))
 
 
+def _put_make(device, dtype, seed, large=False):
+    """A table [N, 48] on the device, a compaction's index (rows, then
+    padding: a cache's evicted rows) and the rows to write there."""
+    gen = torch.Generator().manual_seed(seed)
+    N, K = _offload_sizes(large)
+    table = toff.random_table(N, 48, dtype, device, gen)
+    index = toff.compaction_index(N, K, gen).to(device)
+    rows = toff.random_table(K, 48, dtype, device, gen)
+    return dict(table=table, index=index, rows=rows)
+
+
+def _functional_put(put_rows_):
+    """put_rows_ as a function of its inputs (a clone of the table written
+    and returned, with the status), as _functional_adam."""
+    def op(table, index, rows):
+        t = table.clone()
+        return t, put_rows_(t, index, rows)
+    return op
+
+
 # ------------------------------------------------------------------- rows
 
 CASES = [
@@ -485,6 +505,8 @@ CASES = [
            grads=("table",), autograd_op=_GATHER, inductor=True, torch_backward=True),
     OpCase("adam_rows_", make=_adam_make(mixed=False, weight_decay=0.0), inductor=True, **ADAM),
     OpCase("adam_rows_-mixed-padding-weight-decay", make=_adam_make(mixed=True, weight_decay=0.01), **ADAM),
+    OpCase("put_rows_", op=_functional_put(nurec_ops.put_rows_), reference=_functional_put(ref.put_rows_),
+           make=_put_make, outputs=("table", "status"), inductor=True),
     OpCase("splat_meta", op=_splat_meta, reference=meta_formula, make=_meta_make,
            outputs=("means2d", "radii", "depths"), int_atol32=1),
 ]

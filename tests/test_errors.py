@@ -72,6 +72,8 @@ def _valid(op, device):
         return dict(param=torch.ones(N, 3, **f64), exp_avg=torch.zeros(N, 3, **f64), exp_avg_sq=torch.zeros(N, 3, **f64),
                     index=torch.tensor([0, 2, -1], **i64), grad=torch.ones(3, 3, **f64), step=torch.ones((), **f64),
                     lr=0.1, beta1=0.9, beta2=0.999, eps=1e-15, weight_decay=0.0)
+    if op == "put_rows_":
+        return dict(table=torch.ones(N, 3, **f64), index=torch.tensor([0, 2, -1], **i64), rows=torch.ones(3, 3, **f64))
     covar = dict(quats=torch.ones(2, N, 4, **f64), scales=torch.ones(2, N, 3, **f64))
     if op == "quat_scale_to_covar_preci":
         return dict(covar, compute_covar=True, compute_preci=True, triu=False)
@@ -94,6 +96,8 @@ def _call(op, kw):
         return nurec_ops.gather_rows(**kw)
     if op == "adam_rows_":
         return nurec_ops.adam_rows_(**kw)
+    if op == "put_rows_":
+        return nurec_ops.put_rows_(**kw)
     return getattr(OPS, op)(**kw)
 
 
@@ -249,20 +253,26 @@ for g in ("grad_covars", "grad_precis"):
     case((QSB,), g, "float32", dtype(torch.float32))
     case((QSB,), g, "device", device())
 
-# gather_rows and adam_rows_ (offload: a table on the compute device here;
-# the pinned host tables' errors are tests/test_offload_rows.py's, on CUDA)
-GR, AR = "gather_rows", "adam_rows_"
-case((GR,), "table", "1d", shape(N * 3))
-case((GR,), "table", "3d", shape(N, 3, 1))
-case((GR,), "table", "D=0", shape(N, 0))
-case((GR,), "table", "int64", dtype(torch.int64))
-case((GR,), "table", "float16", dtype(torch.float16))
-case((GR,), "table", "device", device())
-case((GR, AR), "index", "shape[K,1]", shape(3, 1))
-case((GR, AR), "index", "0d", shape())
-case((GR, AR), "index", "int32", dtype(torch.int32))
-case((GR, AR), "index", "float32", dtype(torch.float32))
-case((GR, AR), "index", "device", device())
+# gather_rows, adam_rows_ and put_rows_ (offload: a table on the compute
+# device here; the pinned host tables' errors are tests/test_offload_rows.py's,
+# on CUDA)
+GR, AR, PR = "gather_rows", "adam_rows_", "put_rows_"
+case((GR, PR), "table", "1d", shape(N * 3))
+case((GR, PR), "table", "3d", shape(N, 3, 1))
+case((GR, PR), "table", "D=0", shape(N, 0))
+case((GR, PR), "table", "int64", dtype(torch.int64))
+case((GR, PR), "table", "float16", dtype(torch.float16))
+case((GR, PR), "table", "device", device())
+case((PR,), "table", "non-contiguous", lambda kw, n, o: kw[n].new_ones(3, N).t())
+case((GR, AR, PR), "index", "shape[K,1]", shape(3, 1))
+case((GR, AR, PR), "index", "0d", shape())
+case((GR, AR, PR), "index", "int32", dtype(torch.int32))
+case((GR, AR, PR), "index", "float32", dtype(torch.float32))
+case((GR, AR, PR), "index", "device", device())
+case((PR,), "rows", "shape[K+1,D]", shape(4, 3))
+case((PR,), "rows", "shape[K,D+1]", shape(3, 4))
+case((PR,), "rows", "float32", dtype(torch.float32))
+case((PR,), "rows", "device", device())
 case((AR,), "param", "1d", shape(N * 3))
 case((AR,), "param", "D=0", shape(N, 0))
 case((AR,), "param", "int64", dtype(torch.int64))

@@ -1,5 +1,5 @@
 /* CUDA kernels of offload. gather_rows: one launch, a thread per vector (or
- * value) of an output row. adam_rows: a memset of the status, a check of
+ * value) of an output row. adam_rows and put_rows: a memset of the status, a check of
  * the index (its bad entries counted into the status) and the update,
  * which reads the status on the device and does nothing where it is not
  * zero: no host sync anywhere. The tables may be pinned host memory, read
@@ -106,6 +106,20 @@ static int64_t num_blocks(int64_t items, int64_t dim, int vec, int dtype) {
 
 typedef void (*gather_kernel)(nurec_gather_rows_params);
 typedef void (*adam_kernel)(nurec_adam_rows_params);
+typedef void (*put_kernel)(nurec_put_rows_params);
+
+/* adam_rows' and put_rows' first two steps: the status zeroed, then the
+ * index's bad entries counted into it (K > 0). */
+static int check_index_async(const int64_t* index, int64_t num_index, int64_t num_rows, int64_t* status,
+                             cudaStream_t s) {
+    const int64_t check_blocks = (num_index + NUREC_OFFLOAD_THREADS - 1) / NUREC_OFFLOAD_THREADS;
+    if (check_blocks > 2147483647) return NUREC_ERR_CUDA;
+    if (cudaMemsetAsync(status, 0, sizeof(int64_t), s) != cudaSuccess) return NUREC_ERR_CUDA;
+    if (num_index == 0) return NUREC_OK;
+    offload_check_kernel<<<(unsigned)check_blocks, NUREC_OFFLOAD_THREADS, 0, s>>>(index, num_index, num_rows,
+                                                                                status);
+    return NUREC_OK;
+}
 
 extern "C" int nurec_gather_rows_cuda(const nurec_gather_rows_params* p, void* stream) {
     if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
@@ -126,14 +140,26 @@ extern "C" int nurec_adam_rows_cuda(const nurec_adam_rows_params* p, void* strea
     const void* ptrs[] = {p->param, p->exp_avg, p->exp_avg_sq, p->grad};
     const int vec = can_vectorize(p->dtype, p->dim, ptrs, 4);
     const int64_t blocks = num_blocks(p->num_index, p->dim, vec, p->dtype);
-    const int64_t check_blocks = (p->num_index + NUREC_OFFLOAD_THREADS - 1) / NUREC_OFFLOAD_THREADS;
-    if (blocks < 0 || check_blocks > 2147483647) return NUREC_ERR_CUDA;
-    if (cudaMemsetAsync(p->status, 0, sizeof(int64_t), s) != cudaSuccess) return NUREC_ERR_CUDA;
-    if (blocks == 0) return NUREC_OK; /* K = 0: nothing to check or update (status 0) */
-    offload_check_kernel<<<(unsigned)check_blocks, NUREC_OFFLOAD_THREADS, 0, s>>>(p->index, p->num_index,
-                                                                                p->num_rows, p->status);
+    if (blocks < 0) return NUREC_ERR_CUDA;
+    const int st = check_index_async(p->index, p->num_index, p->num_rows, p->status, s);
+    if (st != NUREC_OK || blocks == 0) return st; /* K = 0: nothing to check or update (status 0) */
     const adam_kernel kernels[2][2] = {{adam_rows_kernel_f32<false>, adam_rows_kernel_f32<true>},
                                        {adam_rows_kernel_f64<false>, adam_rows_kernel_f64<true>}};
+    kernels[p->dtype == NUREC_F64][vec]<<<(unsigned)blocks, NUREC_OFFLOAD_THREADS, 0, s>>>(*p);
+    return cudaGetLastError() == cudaSuccess ? NUREC_OK : NUREC_ERR_CUDA;
+}
+
+extern "C" int nurec_put_rows_cuda(const nurec_put_rows_params* p, void* stream) {
+    if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+    cudaStream_t s = (cudaStream_t)stream;
+    const void* ptrs[] = {p->table, p->rows};
+    const int vec = can_vectorize(p->dtype, p->dim, ptrs, 2);
+    const int64_t blocks = num_blocks(p->num_index, p->dim, vec, p->dtype);
+    if (blocks < 0) return NUREC_ERR_CUDA;
+    const int st = check_index_async(p->index, p->num_index, p->num_rows, p->status, s);
+    if (st != NUREC_OK || blocks == 0) return st;
+    const put_kernel kernels[2][2] = {{put_rows_kernel_f32<false>, put_rows_kernel_f32<true>},
+                                      {put_rows_kernel_f64<false>, put_rows_kernel_f64<true>}};
     kernels[p->dtype == NUREC_F64][vec]<<<(unsigned)blocks, NUREC_OFFLOAD_THREADS, 0, s>>>(*p);
     return cudaGetLastError() == cudaSuccess ? NUREC_OK : NUREC_ERR_CUDA;
 }

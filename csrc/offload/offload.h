@@ -6,7 +6,9 @@
  *                any other index out of range: never read out of bounds);
  *   adam_rows    torch.optim.Adam's step on the listed rows only (gsplat's
  *                SelectiveAdam), checked first on the device: a bad index
- *                updates nothing and reports its bad entries in a status.
+ *                updates nothing and reports its bad entries in a status;
+ *   put_rows     table[index[k]] = rows[k] (a cache's write-back), the
+ *                index checked as adam_rows' (a bad one writes nothing).
  * Plain C params structs and launchers; the per-element math is in
  * offload_math.h, shared by CPU and CUDA. */
 #ifndef NUREC_OFFLOAD_H
@@ -46,10 +48,23 @@ typedef struct nurec_adam_rows_params {
     int64_t* status;       /* [1] out: index's bad entries (0: updated) */
 } nurec_adam_rows_params;
 
+typedef struct nurec_put_rows_params {
+    int dtype;             /* enum nurec_dtype of table and rows */
+    int64_t num_rows;      /* N */
+    int64_t dim;           /* D */
+    int64_t num_index;     /* K */
+    void* table;           /* [N, D] real, dense, written in place (device addresses, as gather's) */
+    const int64_t* index;  /* [K]: valid entries strictly increasing, -1 skipped */
+    const void* rows;      /* [K, D] real: row k goes to table row index[k] */
+    int64_t* status;       /* [1] out: index's bad entries (0: written) */
+} nurec_put_rows_params;
+
 int nurec_gather_rows_cpu(const nurec_gather_rows_params* p);
 int nurec_gather_rows_cuda(const nurec_gather_rows_params* p, void* stream);
 int nurec_adam_rows_cpu(const nurec_adam_rows_params* p);
 int nurec_adam_rows_cuda(const nurec_adam_rows_params* p, void* stream);
+int nurec_put_rows_cpu(const nurec_put_rows_params* p);
+int nurec_put_rows_cuda(const nurec_put_rows_params* p, void* stream);
 
 /* The address at which CUDA kernels on the current device reach host
  * memory in place (zero-copy, cudaPointerGetAttributes): NUREC_OK with

@@ -29,3 +29,10 @@ int nurec_adam_rows_cpu(const nurec_adam_rows_params* p) {
     if (*p->status != 0) return NUREC_OK;
     return p->dtype == NUREC_F64 ? adam_rows_cpu_f64(p) : adam_rows_cpu_f32(p);
 }
+
+int nurec_put_rows_cpu(const nurec_put_rows_params* p) {
+    if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
+    *p->status = offload_bad_entries(p->index, p->num_index, p->num_rows);
+    if (*p->status != 0) return NUREC_OK;
+    return p->dtype == NUREC_F64 ? put_rows_cpu_f64(p) : put_rows_cpu_f32(p);
+}

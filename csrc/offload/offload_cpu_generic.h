@@ -33,3 +33,16 @@ static int NR(adam_rows_cpu)(const nurec_adam_rows_params* p) {
     }
     return NUREC_OK;
 }
+
+/* put_rows, once the index has been checked. */
+static int NR(put_rows_cpu)(const nurec_put_rows_params* p) {
+    const int64_t D = p->dim;
+    for (int64_t k = 0; k < p->num_index; ++k) {
+        const int64_t r = p->index[k];
+        if (r < 0) continue; /* padding */
+        const real_t* src = (const real_t*)p->rows + k * D;
+        real_t* dst = (real_t*)p->table + r * D;
+        for (int64_t j = 0; j < D; ++j) dst[j] = src[j];
+    }
+    return NUREC_OK;
+}

@@ -89,3 +89,21 @@ __global__ void __launch_bounds__(NUREC_OFFLOAD_THREADS) NR(adam_rows_kernel)(nu
     NR(offload_store)<kVec>((real_t*)p.exp_avg + at, m);
     NR(offload_store)<kVec>((real_t*)p.exp_avg_sq + at, v);
 }
+
+/* table[index[k], c .. c + V) = rows[k, c .. c + V), after the check
+ * kernel (as adam_rows_kernel: a non-zero status writes nothing; a zero one
+ * means no row is listed twice). */
+template <bool kVec>
+__global__ void __launch_bounds__(NUREC_OFFLOAD_THREADS) NR(put_rows_kernel)(nurec_put_rows_params p) {
+    constexpr int V = NR(offload_width)<kVec>();
+    if (*p.status != 0) return;
+    const int64_t groups = p.dim / V;
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= p.num_index * groups) return;
+    const int64_t k = t / groups, c = (t - k * groups) * V;
+    const int64_t r = p.index[k];
+    if (r < 0) return; /* padding */
+    real_t x[V];
+    NR(offload_load)<kVec>((const real_t*)p.rows + k * p.dim + c, x);
+    NR(offload_store)<kVec>((real_t*)p.table + r * p.dim + c, x);
+}

@@ -1,5 +1,5 @@
 // offload: rows of tables that may live in pinned host memory (issue 51),
-// gathered and Adam-updated in place by CUDA kernels through unified
+// gathered, Adam-updated and written in place by CUDA kernels through unified
 // addressing. The glue from PyTorch tensors to the family's plain C params
 // structs (validate, make dense what is on the compute device, resolve the
 // host tables' device addresses, allocate outputs, call the CPU or CUDA
@@ -193,6 +193,39 @@ Tensor adam_rows_(Tensor param, Tensor exp_avg, Tensor exp_avg_sq, Tensor index,
     check_status(op, st);
     return status;
 }
+// table[index[k]] = rows[k], in place (a cache's write-back). Returns the
+// status [1] int64 on index's device: index's bad entries (adam_rows_'s
+// rule), 0 when the rows were written (else nothing was).
+Tensor put_rows_(Tensor table, Tensor index, Tensor rows) {
+    const char* op = "put_rows_";
+    check_table(op, "table", table);
+    check_index_arg(op, index);
+    const bool host = check_table_device(op, "table", table, index);
+    check_in_place(op, "table", table);
+    const int64_t K = index.size(0), D = table.size(1);
+    check_shape(op, "rows", rows, {K, D}, "[K, D] (K = index.shape[0], D = table.shape[1])");
+    check_real(op, "rows", rows, table, "table");
+    check_device(op, "rows", rows, index, "index");
+    index = dense(index);
+    rows = dense(rows);
+    nurec_put_rows_params p = {};
+    p.dtype = dtype_code(table);
+    p.num_rows = table.size(0);
+    p.dim = D;
+    p.num_index = K;
+    p.table = table.data_ptr();
+    p.index = (const int64_t*)index.data_ptr();
+    p.rows = rows.data_ptr();
+    Tensor status = empty_dense(index, {1}, aoti_torch_dtype_int64());
+    p.status = (int64_t*)status.data_ptr();
+    CudaLauncher<nurec_put_rows_params>::type cuda = NUREC_CUDA_ONLY(nurec_put_rows_cuda);
+    const int st = index.is_cpu() ? nurec_put_rows_cpu(&p) : on_device(op, index, [&](void* stream) {
+        if (host) p.table = host_address(op, "table", table);
+        return cuda(&p, stream);
+    });
+    check_status(op, st);
+    return status;
+}
 // =============================================================== end offload
 
 }  // namespace
@@ -201,12 +234,14 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
     m.def("gather_rows(Tensor table, Tensor index) -> Tensor rows");
     m.def("adam_rows_(Tensor(a!) param, Tensor(b!) exp_avg, Tensor(c!) exp_avg_sq, Tensor index, Tensor grad, "
           "Tensor step, float lr, float beta1, float beta2, float eps, float weight_decay) -> Tensor status");
+    m.def("put_rows_(Tensor(a!) table, Tensor index, Tensor rows) -> Tensor status");
 }
 
 // One function per op serves both dispatch keys: it branches on the device itself.
 #define NUREC_REGISTER_OFFLOAD(m)                          \
     m.impl("gather_rows", TORCH_BOX(&gather_rows));        \
-    m.impl("adam_rows_", TORCH_BOX(&adam_rows_));
+    m.impl("adam_rows_", TORCH_BOX(&adam_rows_));          \
+    m.impl("put_rows_", TORCH_BOX(&put_rows_));
 
 STABLE_TORCH_LIBRARY_IMPL(nurec_ops, CPU, m) { NUREC_REGISTER_OFFLOAD(m) }
 #ifdef NUREC_WITH_CUDA

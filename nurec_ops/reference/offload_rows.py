@@ -1,4 +1,4 @@
-"""gather_rows and adam_rows_ in PyTorch, with the fused ops' signatures
+"""gather_rows, adam_rows_ and put_rows_ in PyTorch, with the fused ops' signatures
 (nurec_ops.offload_rows): the parity oracle of their tests. The gather is
 differentiated by autograd; the Adam step is torch.optim.Adam's
 single-tensor update in its order of operations, on the listed rows only.
@@ -61,4 +61,17 @@ def adam_rows_(param, exp_avg, exp_avg_sq, index, grad, step, lr, beta1=0.9, bet
         param.index_copy_(0, rows, p)
         exp_avg.index_copy_(0, rows, m)
         exp_avg_sq.index_copy_(0, rows, v)
+    return status.to(index.device)
+
+
+def put_rows_(table, index, rows):
+    """``table[index[k]] = rows[k]`` (-1 skipped), in place; returns the
+    status ``[1]`` int64 on index's device (0). A bad index raises (see
+    bad_entries) and changes nothing."""
+    status = bad_entries(index, table.shape[0])
+    if int(status[0]):
+        raise RuntimeError(f"nurec_ops.put_rows_: `index` has {int(status[0])} bad entries")
+    with torch.no_grad():
+        keep = index >= 0
+        table.index_copy_(0, index[keep].to(table.device), rows[keep].to(table.device))
     return status.to(index.device)
