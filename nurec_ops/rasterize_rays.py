@@ -15,6 +15,7 @@ from .reference.rasterize_rays import world_rays
 
 _OP = "rasterize_rays"
 _POLICY = _binning.policy(_OP)
+MAX_CUDA_CHANNELS = 4 * (65535 // 8)  # csrc/rasterize_rays/rasterize_rays.h: NUREC_RAYS_MAX_CHANNELS
 
 
 @ranged("nurec_ops.rasterize_rays")
@@ -75,6 +76,9 @@ def rasterize_rays(means, quats, scales, opacities, features, viewmats, ray_orig
             Ck.fail(_OP, f"`ray_times` must have shape [C, M] or [M] (M = {M} rays), got {list(ray_times.shape)}")
         Ck.real(_OP, "ray_times", ray_times, means, "means")
         Ck.device(_OP, "ray_times", ray_times, means, "means")
+    if means.device.type == "cuda" and features.dim() == 2 and features.shape[1] > MAX_CUDA_CHANNELS:
+        Ck.fail(_OP, f"at most {MAX_CUDA_CHANNELS} feature channels a call on CUDA (its launch grid), got "
+                     f"{features.shape[1]}")
     if not float(near) >= 0:
         Ck.fail(_OP, f"`near` must be >= 0, got {near}")
     if not float(far) > float(near):

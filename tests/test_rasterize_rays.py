@@ -150,6 +150,16 @@ def test_image_does_not_depend_on_the_grid(device, seed):
                 torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_parity_one_crowded_cell(device, dtype, seed):
+    """Every ray in one cell (grid (1, 1), 3000 rays: 24 chunks of 128): on
+    CUDA the cell's chunks are dealt round robin to NUREC_RAYS_CHUNK_SPLIT
+    blocks, each walking several; the result is still the reference's."""
+    torch.manual_seed(seed)
+    check_parity(random_scene(N=80, C=1, M=3000), device, dtype, seed, grid=(1, 1))
+
+
 def test_suggested_grid_follows_the_pattern():
     """suggest_ray_grid: about one cell per 128 rays, shaped by the pattern's
     extents (a full spin is wide, a narrow rosette square-ish), uncached (two
@@ -301,6 +311,26 @@ def test_bad_tables_raise_in_the_op(device):
         t[k] = bad
         with pytest.raises(RuntimeError, match=r"nurec_ops\.rasterize_rays"):
             op(*base, *t, 0.0, 1e10, 1 << 16)
+
+
+@gpu
+def test_too_many_channels_for_the_cuda_grid_raise():
+    """Past NUREC_RAYS_MAX_CHANNELS feature channels the CUDA forward's grid
+    would not launch: the wrapper and the op itself refuse, by name (the
+    CPU has no such bound)."""
+    from nurec_ops.rasterize_rays import MAX_CUDA_CHANNELS
+
+    s = to(random_scene(N=2, C=1, M=20), "cuda", torch.float32, grad=False)
+    s["features"] = torch.ones(2, MAX_CUDA_CHANNELS + 1, device="cuda")
+    with pytest.raises(RuntimeError, match="feature channels"):
+        nurec_ops.rasterize_rays(**s)
+    o_w, d_w, ok = ref.rasterize_rays.__globals__["world_rays"](s["viewmats"], s["ray_origins"], s["ray_directions"])
+    from nurec_ops import _ray_layout
+
+    tables = _ray_layout.layout(s["viewmats"], o_w, d_w, ok, 2, 3)
+    base = [s["means"], s["quats"], s["scales"], s["opacities"], s["features"], o_w.float(), d_w.float()]
+    with pytest.raises(RuntimeError, match="feature channels"):
+        torch.ops.nurec_ops.rasterize_rays_fwd(*base, *tables, 0.0, 1e10, 1 << 16)
 
 
 @gpu

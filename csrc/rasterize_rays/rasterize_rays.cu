@@ -2,7 +2,7 @@
  * items' boxes (2 launches, nurec_rasterize_rays_project_cuda) -> tile
  * binning (tiles.cu, boxes mode) -> per-tile compositing (1 launch; its
  * grid: cells + 1 tiles (the last: the rays in no cell, written NaN) x
- * sensors x channel passes). Backward: two memsets, the per-tile walk and
+ * sensors x channel passes x NUREC_RAYS_CHUNK_SPLIT). Backward: two memsets, the per-tile walk and
  * the per-Gaussian chain to quats and scales. All on the caller's stream,
  * no host synchronization; an overflowed binning (status[1]) turns the
  * outputs into NaN and the gradients into zeros. */
@@ -55,7 +55,8 @@ extern "C" int nurec_rasterize_rays_forward_cuda(const nurec_rasterize_rays_para
     const int64_t cells = (int64_t)p->tiles_x * p->tiles_y;
     const unsigned passes =
         (unsigned)((p->channels + NUREC_RAYS_CHANNELS_PER_PASS - 1) / NUREC_RAYS_CHANNELS_PER_PASS);
-    const dim3 grid((unsigned)(cells + 1), (unsigned)p->num_sensors, passes);
+    if (passes * NUREC_RAYS_CHUNK_SPLIT > 65535) return NUREC_ERR_CUDA; /* the glue refuses it first, by name */
+    const dim3 grid((unsigned)(cells + 1), (unsigned)p->num_sensors, passes * NUREC_RAYS_CHUNK_SPLIT);
     if (p->dtype == NUREC_F64) rays_forward_kernel_f64<<<grid, RAYS_THREADS, 0, s>>>(*p);
     else rays_forward_kernel_f32<<<grid, RAYS_THREADS, 0, s>>>(*p);
     return ok();
@@ -73,7 +74,7 @@ extern "C" int nurec_rasterize_rays_backward_cuda(const nurec_rasterize_rays_par
     const int64_t cells = (int64_t)p->tiles_x * p->tiles_y;
     /* the walk reads status on the device: an overflowed forward has no list */
     if (p->num_sensors > 0 && p->num_rays > 0 && cells > 0) {
-        const dim3 grid((unsigned)cells, (unsigned)p->num_sensors, 1);
+        const dim3 grid((unsigned)cells, (unsigned)p->num_sensors, NUREC_RAYS_CHUNK_SPLIT);
         if (p->dtype == NUREC_F64) rays_backward_kernel_f64<<<grid, RAYS_THREADS, 0, s>>>(*p);
         else rays_backward_kernel_f32<<<grid, RAYS_THREADS, 0, s>>>(*p);
     }

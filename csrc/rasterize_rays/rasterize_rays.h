@@ -49,6 +49,14 @@ extern "C" {
 #define NUREC_RAYS_SENSOR_SIZE 16
 /* feature channels a CUDA forward pass composites */
 #define NUREC_RAYS_CHANNELS_PER_PASS 4
+/* CUDA: blocks a cell's chunks (128 rays each) are dealt to, round robin
+ * (chunk q to block q mod SPLIT): a cell holding many rays (a dense part
+ * of the pattern, e.g. a rosette's centre) is walked by up to this many
+ * blocks side by side instead of one block in turn */
+#define NUREC_RAYS_CHUNK_SPLIT 8
+/* CUDA: the most feature channels a call (the forward grid's z, passes x
+ * SPLIT, stays within 65535) */
+#define NUREC_RAYS_MAX_CHANNELS (NUREC_RAYS_CHANNELS_PER_PASS * (65535 / NUREC_RAYS_CHUNK_SPLIT))
 
 typedef struct nurec_rasterize_rays_params {
     int dtype;

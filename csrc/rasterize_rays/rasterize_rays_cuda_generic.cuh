@@ -21,16 +21,18 @@ __global__ void NR(rays_item_kernel)(nurec_rasterize_rays_params p) {
 /* A tile's Gaussians staged in shared memory, a batch of the block's size. */
 #define RAYS_STAGE (NUREC_RAYS_G_RADIUS) /* mean, A, opacity */
 
-/* Forward: block (tile, sensor, channel pass); its rays in chunks of the
- * block, each chunk walking the tile's list front to back in batches staged
- * in shared memory; the block leaves a batch loop once all its rays are
- * done (T cut-off). Pass 0 writes range, alpha, final_T and last. */
+/* Forward: block (tile, sensor, channel pass x split q); its rays in chunks
+ * of the block (chunks q, q + SPLIT, ... of the tile), each chunk walking
+ * the tile's list front to back in batches staged in shared memory; the
+ * block leaves a batch loop once all its rays are done (T cut-off). Pass 0
+ * writes range, alpha, final_T and last. */
 __global__ void __launch_bounds__(RAYS_THREADS) NR(rays_forward_kernel)(nurec_rasterize_rays_params p) {
     __shared__ real_t sG[RAYS_THREADS * RAYS_STAGE];
     __shared__ real_t sF[RAYS_THREADS * NUREC_RAYS_CHANNELS_PER_PASS];
     const int64_t cells = (int64_t)p.tiles_x * p.tiles_y;
     const int64_t t = blockIdx.x, c = blockIdx.y, N = p.num_gaussians, M = p.num_rays, D = p.channels;
-    const int ch0 = (int)blockIdx.z * NUREC_RAYS_CHANNELS_PER_PASS;
+    const int pass = (int)blockIdx.z / NUREC_RAYS_CHUNK_SPLIT, q = (int)blockIdx.z % NUREC_RAYS_CHUNK_SPLIT;
+    const int ch0 = pass * NUREC_RAYS_CHANNELS_PER_PASS;
     const int nch = (int)(D - ch0 < NUREC_RAYS_CHANNELS_PER_PASS ? D - ch0 : NUREC_RAYS_CHANNELS_PER_PASS);
     const int tid = threadIdx.x;
     int64_t ra, rb;
@@ -41,7 +43,7 @@ __global__ void __launch_bounds__(RAYS_THREADS) NR(rays_forward_kernel)(nurec_ra
     const bool overflowed = p.status[1] != 0;
     const real_t near = (real_t)p.near_plane, far = (real_t)p.far_plane;
     const real_t* feat = (const real_t*)p.features;
-    for (int64_t k0 = ra; k0 < rb; k0 += RAYS_THREADS) {
+    for (int64_t k0 = ra + (int64_t)q * RAYS_THREADS; k0 < rb; k0 += (int64_t)NUREC_RAYS_CHUNK_SPLIT * RAYS_THREADS) {
         const int64_t k = k0 + tid;
         const bool has = k < rb;
         const int64_t ray = has ? nurec_rays_ray_of(p.ray_order, M, c, k) : 0;
@@ -91,7 +93,7 @@ __global__ void __launch_bounds__(RAYS_THREADS) NR(rays_forward_kernel)(nurec_ra
         if (tail || overflowed) { /* no valid ray, or no list: NaN, never a guess */
             const real_t nan = (real_t)NAN;
             for (int e = 0; e < nch; ++e) f[e] = nan;
-            if (blockIdx.z == 0) {
+            if (pass == 0) {
                 ((real_t*)p.range)[ray] = ((real_t*)p.alpha)[ray] = nan;
                 ((real_t*)p.final_T)[ray] = 1;
                 p.last[ray] = -1;
@@ -99,7 +101,7 @@ __global__ void __launch_bounds__(RAYS_THREADS) NR(rays_forward_kernel)(nurec_ra
             continue;
         }
         for (int e = 0; e < nch; ++e) f[e] = acc[e];
-        if (blockIdx.z == 0) {
+        if (pass == 0) {
             ((real_t*)p.range)[ray] = racc;
             ((real_t*)p.alpha)[ray] = 1 - T;
             ((real_t*)p.final_T)[ray] = T;
@@ -114,7 +116,8 @@ static __device__ __forceinline__ real_t NR(rays_warp_sum)(real_t v) {
     return v;
 }
 
-/* Backward: block (tile, sensor); its rays in chunks, each chunk walking the
+/* Backward: block (tile, sensor, split q); its rays in chunks (q, q +
+ * SPLIT, ... of the tile), each chunk walking the
  * list back to front from the chunk's largest last entry, in batches staged
  * in shared memory. A pair's gradients of (mean, A, opacity, features) are
  * summed over the warp (its lanes meet the same Gaussian at the same step)
@@ -135,7 +138,8 @@ __global__ void __launch_bounds__(RAYS_THREADS) NR(rays_backward_kernel)(nurec_r
     const real_t* gout = (const real_t*)p.grad_out_features;
     real_t* gg = (real_t*)p.grad_gauss;
     real_t* gfeat = (real_t*)p.grad_features;
-    for (int64_t k0 = ra; k0 < rb; k0 += RAYS_THREADS) {
+    const int64_t q = blockIdx.z;
+    for (int64_t k0 = ra + q * RAYS_THREADS; k0 < rb; k0 += (int64_t)NUREC_RAYS_CHUNK_SPLIT * RAYS_THREADS) {
         const int64_t k = k0 + tid;
         const bool has = k < rb;
         const int64_t ray = has ? nurec_rays_ray_of(p.ray_order, M, c, k) : 0;

@@ -52,6 +52,8 @@ RaysInputs rays_inputs(const char* op, const Tensor& means, const Tensor& quats,
     NUREC_CHECK(C * N < ((int64_t)1 << 31), "nurec_ops.", op,
                 ": sensors x Gaussians must be < 2^31, got ", C, " x ", N);
     NUREC_CHECK(C <= 65535, "nurec_ops.", op, ": at most 65535 sensors a call, got ", C);
+    NUREC_CHECK(!means.is_cuda() || D <= NUREC_RAYS_MAX_CHANNELS, "nurec_ops.", op, ": at most ",
+                (int64_t)NUREC_RAYS_MAX_CHANNELS, " feature channels a call on CUDA (its launch grid), got ", D);
     RaysInputs in;
     nurec_rasterize_rays_params& p = in.p;
     p = nurec_rasterize_rays_params{};
