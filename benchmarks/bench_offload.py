@@ -8,7 +8,14 @@ benchmark's (2M Gaussians per 160 m) and as long as N needs, two ways:
   moments in pinned host memory, only the rows some sensor of the step can
   see read and updated, in place, by the GPU (nurec_ops.offload: the
   visibility test, the fixed-capacity compaction, gather_rows, adam_rows_);
-  the geometry and its Adam state stay on the GPU.
+  the geometry and its Adam state stay on the GPU;
+- cache: offload with HostRows(cache=True): the last step's rows and
+  moments stay on the GPU, only the rows entering the view are read over
+  PCIe and only those leaving it written back (put_rows_).
+
+`--advance M` drives the rig M metres along the street every step (a drive
+trained in its recorded order: 1 m a step is 10 m/s at 10 frames a second);
+0 keeps it still, where the cache reads nothing after its first step.
 
 Both steps cull what no sensor sees (cameras' far plane FAR_CAMERA, the
 lidar's 200 m), so their images are the same; the optimizers differ only
@@ -21,6 +28,7 @@ peak GPU memory, pinned host memory, or "out of memory".
 
     python3 benchmarks/bench_offload.py                         # H200: 20M, both ways, then a 24 GB cap
     python3 benchmarks/bench_offload.py --gaussians 2e7 --mode offload --memory-gb 24
+    python3 benchmarks/bench_offload.py --modes gpu,offload,cache --advance 1 --no-cap
     python3 benchmarks/bench_offload.py --smoke                 # CPU: 20k Gaussians, tiny images
 """
 import argparse
@@ -68,10 +76,21 @@ def visible(D, mw, sc, o):
     return seen
 
 
+def drive(D, metres):
+    """Moves every sensor `metres` along the street (+x), in place on the
+    device (no sync): a world-to-sensor matrix's translation loses R e_x d."""
+    if not metres:
+        return
+    views = [V for V, _, _, _ in D["groups"]] + ([D["lidar"][0]] if D["lidar"] is not None else [])
+    for V in views:
+        V[..., :3, 3] -= V[..., :3, 0] * metres
+
+
 def gpu_step(params, D):
     opt = torch.optim.Adam(list(params.values()), lr=1e-3)
 
     def step():
+        drive(D, D["advance"])
         mw, qw, sc, o = rig.collect(params, D)
         loss = losses(D, mw, qw, sc, o, params["sh"])
         opt.zero_grad(set_to_none=False)
@@ -81,18 +100,20 @@ def gpu_step(params, D):
     return step
 
 
-def offload_step(params, D):
+def offload_step(params, D, cache=False):
     sh = params.pop("sh")
-    host = offload.HostRows(sh.detach(), sh.device, lr=1e-3)
+    host = offload.HostRows(sh.detach(), sh.device, lr=1e-3, cache=cache)
     del sh
     D["host"] = host
     opt = torch.optim.Adam(list(params.values()), lr=1e-3)
 
     def step():
+        drive(D, D["advance"])
         mw, qw, sc, o = rig.collect(params, D)
         seen = visible(D, mw.detach(), sc.detach(), o.detach())
         index, poison = host.visible_index(seen)
         D["visible"] = seen.sum()
+        D["seen_prev"], D["seen"] = D.get("seen"), seen  # the last step's new rows (read at the end)
         m, q, s, oo = offload.subset(index, mw, qw, sc, o, poison)
         rows = host.gather(index)
         loss = losses(D, m, q, s, oo, rows)
@@ -104,17 +125,18 @@ def offload_step(params, D):
     return step
 
 
-def measure(mode, N, scale, cameras, steps, memory_gb, device):
+def measure(mode, N, scale, cameras, steps, memory_gb, device, advance=0.0):
     cuda = device.type == "cuda"
     if cuda and memory_gb:
         total = torch.cuda.get_device_properties(device).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, memory_gb * 2 ** 30 / total))
-    row = dict(mode=mode, memory_gb=memory_gb or None)
+    row = dict(mode=mode, memory_gb=memory_gb or None, advance_m=advance)
     try:
         t0 = time.time()
         params, D = build(device, N, scale, cameras)
         row.update(N=D["scene"]["means"].shape[0], street_m=round(D["length"]), build_s=round(time.time() - t0, 1))
-        step = (gpu_step if mode == "gpu" else offload_step)(params, D)
+        D["advance"] = advance
+        step = gpu_step(params, D) if mode == "gpu" else offload_step(params, D, cache=mode == "cache")
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         row["step_ms"] = step_ms(step, steps, cuda=cuda)
@@ -123,9 +145,11 @@ def measure(mode, N, scale, cameras, steps, memory_gb, device):
         row["loss_finite"] = bool(torch.isfinite(D["loss"]).item())
         if cuda:
             row["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2 ** 20
-        if mode == "offload":
+        if mode != "gpu":
             host = D["host"]
             row["visible_frac"] = int(D["visible"]) / row["N"]
+            if D.get("seen_prev") is not None:  # of the last step's visible rows, those the step before did not see
+                row["entering_frac"] = int((D["seen"] & ~D["seen_prev"]).sum()) / max(int(D["visible"]), 1)
             row["capacity_rows"] = host.capacity
             row["overflowed_steps"] = host.overflowed_steps
             row["pinned_gb"] = 3 * host.param.numel() * host.param.element_size() / 2 ** 30
@@ -144,7 +168,10 @@ def measure(mode, N, scale, cameras, steps, memory_gb, device):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gaussians", type=float, default=2e7)
-    ap.add_argument("--mode", choices=["gpu", "offload"], help="one way, in this process (default: a driver)")
+    ap.add_argument("--mode", choices=["gpu", "offload", "cache"], help="one way, in this process (default: a driver)")
+    ap.add_argument("--modes", default="gpu,offload", help="the driver's ways, each in a process of its own")
+    ap.add_argument("--advance", type=float, default=0.0, help="metres the rig drives every step")
+    ap.add_argument("--no-cap", action="store_true", help="the driver skips the capped runs")
     ap.add_argument("--memory-gb", type=float, default=0.0, help="cap the process's GPU memory (0: the card's)")
     ap.add_argument("--cap-gb", type=float, default=24.0, help="the driver's capped runs (CLM's 24 GB card)")
     ap.add_argument("--cameras", type=int, default=5)
@@ -154,30 +181,33 @@ def main():
     a = ap.parse_args()
     if a.smoke:
         device = torch.device("cpu")
-        for mode in ("gpu", "offload"):
-            print(json.dumps(measure(mode, 20_000, 0.05, a.cameras, 2, 0, device)))
+        for mode in ("gpu", "offload", "cache"):
+            print(json.dumps(measure(mode, 20_000, 0.05, a.cameras, 2, 0, device, advance=1.0)))
         return
     if a.mode:
         warnings.simplefilter("ignore")
         print("ROW " + json.dumps(measure(a.mode, int(a.gaussians), a.scale, a.cameras, a.steps, a.memory_gb,
-                                          torch.device("cuda"))), flush=True)
+                                          torch.device("cuda"), a.advance)), flush=True)
         return
     rows = []
-    for mode, cap in (("gpu", 0), ("offload", 0), ("gpu", a.cap_gb), ("offload", a.cap_gb)):
+    modes = a.modes.split(",")
+    runs = [(m, 0) for m in modes] + ([] if a.no_cap else [(m, a.cap_gb) for m in modes])
+    for mode, cap in runs:
         cmd = [sys.executable, os.path.abspath(__file__), "--mode", mode, "--gaussians", str(a.gaussians),
                "--memory-gb", str(cap), "--cameras", str(a.cameras), "--scale", str(a.scale), "--steps",
-               str(a.steps)]
+               str(a.steps), "--advance", str(a.advance)]
         out = subprocess.run(cmd, capture_output=True, text=True)
         got = [ln[4:] for ln in out.stdout.splitlines() if ln.startswith("ROW ")]
         r = json.loads(got[-1]) if got else dict(mode=mode, memory_gb=cap, status="failed: " + out.stderr[-300:])
         print(json.dumps(r), flush=True)
         rows.append(r)
     f = lambda r, k, fmt: format(r[k], fmt) if k in r else "-"
-    print(table([[r["mode"], r.get("N", "-"), r.get("memory_gb") or "card", r["status"], f(r, "step_ms", ".1f"),
-                  f(r, "steps_per_s", ".2f"), f(r, "visible_frac", ".3f"), r.get("syncs", "-"),
-                  f(r, "peak_gpu_mb", ".0f"), f(r, "pinned_gb", ".1f")] for r in rows],
-                ["mode", "Gaussians", "GPU memory", "status", "step ms", "steps/s", "visible", "syncs", "peak GPU MB",
-                 "pinned host GB"]))
+    print(table([[r["mode"], r.get("N", "-"), r.get("memory_gb") or "card", r.get("advance_m", 0), r["status"],
+                  f(r, "step_ms", ".1f"), f(r, "steps_per_s", ".2f"), f(r, "visible_frac", ".3f"),
+                  f(r, "entering_frac", ".3f"), r.get("syncs", "-"), f(r, "peak_gpu_mb", ".0f"),
+                  f(r, "pinned_gb", ".1f")] for r in rows],
+                ["mode", "Gaussians", "GPU memory", "m a step", "status", "step ms", "steps/s", "visible",
+                 "entering", "syncs", "peak GPU MB", "pinned host GB"]))
 
 
 if __name__ == "__main__":

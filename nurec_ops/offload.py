@@ -25,6 +25,16 @@ One step, with no host synchronization anywhere:
 4. Render, backward; ``rows.step(index, grad)``: Adam on those rows only
    (gsplat's SelectiveAdam semantics: a row no sensor saw keeps its value
    and moments).
+
+With ``HostRows(..., cache=True)`` the last step's rows, values and
+moments, stay on the GPU: a step reads over PCIe only the rows that became
+visible, writes back (``put_rows_``) only those that left the view, and
+runs Adam on the GPU. A drive trained in the order it was recorded sees
+nearly the same Gaussians from one step to the next, so the host traffic
+falls from every visible row's values and moments, read and written, to
+the rows that changed. The values and moments are the same bits either way
+(the same kernel on the same numbers); ``values()`` writes the cache back
+first.
 """
 import math
 import warnings
@@ -167,9 +177,14 @@ class HostRows:
         capacity: rows of the first step's visible set (None: that step
             counts them, the one host sync; later steps' capacities follow
             their counts, read back without waiting).
+        cache: keep the last step's rows and their moments on ``device``
+            (module docstring): host traffic only for the rows that enter
+            or leave the visible set, at the price of ``device`` memory for
+            two steps' rows (values and moments) while a step gathers.
     """
 
-    def __init__(self, values, device, lr, betas=(0.9, 0.999), eps=1e-15, weight_decay=0.0, capacity=None):
+    def __init__(self, values, device, lr, betas=(0.9, 0.999), eps=1e-15, weight_decay=0.0, capacity=None,
+                 cache=False):
         self.device = torch.device(device)
         self.shape = tuple(values.shape)
         pin = self.device.type == "cuda"
@@ -183,6 +198,8 @@ class HostRows:
         self.capacity = N if capacity is None else max(0, min(int(capacity), N))
         self._sized = capacity is not None
         self._counts = AsyncReads(1)  # earlier steps' visible counts; payload: that step's capacity
+        self.cache = bool(cache)
+        self._cached = None  # with cache: (keys [K], values, exp_avg, exp_avg_sq [K, D]) of the last gather
         self.overflowed_steps = 0
 
     @staticmethod
@@ -245,11 +262,50 @@ class HostRows:
     def gather(self, index):
         """The rows at ``index`` on the device, ``[K, ...]`` (the trailing
         shape of ``values``; padding rows zero), a leaf that takes the
-        step's gradient."""
+        step's gradient. With ``cache``, ``index`` must be visible_index's
+        (ascending rows, then padding)."""
         from .offload_rows import gather_rows
 
-        rows = gather_rows(self.param, index.to(self.device))
+        index = index.to(self.device)
+        if self.cache:
+            rows = self._gather_cached(index)
+        else:
+            rows = gather_rows(self.param, index)
         return rows.reshape((index.shape[0],) + self.shape[1:]).requires_grad_(True)
+
+    def _gather_cached(self, index):
+        """The new cache for ``index``: rows the last one held moved on the
+        device, the others read from the host; rows that left written back.
+        Keys: the rows, padding as N (so that they ascend), for the
+        sorted searches both ways."""
+        from .offload_rows import gather_rows
+
+        N = self.shape[0]
+        keys = torch.where(index >= 0, index, N)
+        tables = (self.param, self.exp_avg, self.exp_avg_sq)
+        if self._cached is None or self._cached[0].numel() == 0 or keys.numel() == 0:
+            if self._cached is not None:
+                self._write_back(self._cached, torch.zeros_like(self._cached[0], dtype=torch.bool))
+            new = [gather_rows(t, index) for t in tables]
+        else:
+            old_keys, *old = self._cached
+            pos = torch.searchsorted(old_keys, keys).clamp_(max=old_keys.numel() - 1)
+            hit = (old_keys[pos] == keys) & (index >= 0)
+            miss = torch.where(hit, -1, index)  # gather_rows reads nothing at -1
+            new = [torch.where(hit[:, None], o.index_select(0, pos), gather_rows(t, miss)) for o, t in zip(old, tables)]
+            back = torch.searchsorted(keys, old_keys).clamp_(max=keys.numel() - 1)
+            self._write_back(self._cached, keys[back] == old_keys)
+        self._cached = (keys, *new)
+        return new[0]
+
+    def _write_back(self, cached, kept):
+        """put_rows_ of the cached rows not ``kept`` (padding never)."""
+        from .offload_rows import put_rows_
+
+        keys, *rows = cached
+        out = torch.where(kept | (keys >= self.shape[0]), -1, keys)
+        for t, r in zip((self.param, self.exp_avg, self.exp_avg_sq), rows):
+            put_rows_(t, out, r)
 
     def step(self, index, grad):
         """Adam on the rows at ``index`` with their gradient ``grad [K, ...]``
@@ -261,9 +317,28 @@ class HostRows:
             else grad.reshape(K, -1)
         self.t.add_(1)
         with torch.no_grad():
-            adam_rows_(self.param, self.exp_avg, self.exp_avg_sq, index, g, self.t, self.lr, self.betas[0],
-                       self.betas[1], self.eps, self.weight_decay)
+            if self.cache:  # the cache's rows are the gather's, in its order: row k at k
+                index = index.to(self.device)
+                local = torch.where(index >= 0, torch.arange(K, device=self.device), -1)
+                _, p, m, v = self._cached
+                adam_rows_(p, m, v, local, g, self.t, self.lr, self.betas[0], self.betas[1], self.eps,
+                           self.weight_decay)
+            else:
+                adam_rows_(self.param, self.exp_avg, self.exp_avg_sq, index, g, self.t, self.lr, self.betas[0],
+                           self.betas[1], self.eps, self.weight_decay)
+
+    def flush(self):
+        """With ``cache``: writes the cached rows back to the host tables
+        and waits for that (a host sync: for a checkpoint or an evaluation,
+        not the step). The cache stays valid."""
+        if self._cached is None:
+            return
+        self._write_back(self._cached, torch.zeros_like(self._cached[0], dtype=torch.bool))
+        if self.device.type == "cuda":
+            torch.cuda.current_stream(self.device).synchronize()
 
     def values(self):
-        """The parameter, ``[N, ...]`` on the host (the live tensor)."""
+        """The parameter, ``[N, ...]`` on the host (the live tensor; with
+        ``cache``, written back first)."""
+        self.flush()
         return self.param.reshape(self.shape)

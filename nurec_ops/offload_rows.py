@@ -174,14 +174,14 @@ def _reported(op, status, index, num_rows):
     if index.device.type == "cpu":
         bad = int(status[0])
         if bad:
-            C.fail(op, f"`index` has {bad} bad entries {_BAD_ENTRIES.format(N=num_rows)}; {_NOTHING[op]}")
+            C.fail(op, f"`index` has {bad} bad entries {_BAD_ENTRIES.format(N=num_rows)}; {_NOTHING[op][0]}")
     elif index.device.type == "cuda":
         _REPORTS.record(op, status, num_rows)
     return status
 
 
 _ADAM_ENTRY = ops.adam_rows_.default._op  # the dispatcher entry (as _library.AutogradOp calls it)
-_NOTHING = {_ADAM_OP: "nothing was updated", _PUT_OP: "nothing was written"}
+_NOTHING = {_ADAM_OP: ("nothing was updated", "updated nothing"), _PUT_OP: ("nothing was written", "wrote nothing")}
 _BAD_ENTRIES = ("(entries < -1 or >= N = {N}, or rows not above the row listed before them: the rows must be "
                 "strictly increasing)")
 
@@ -213,7 +213,7 @@ class _StatusReports:
         if bad_calls:
             (op, serial, dev, num_rows), bad = bad_calls[0]
             C.fail(op, f"call #{serial} on cuda:{dev} had {bad} bad entries in `index` "
-                       f"{_BAD_ENTRIES.format(N=num_rows)}; that call {_NOTHING[op]}")
+                       f"{_BAD_ENTRIES.format(N=num_rows)}; that call {_NOTHING[op][1]}")
 
 
 _REPORTS = _StatusReports()

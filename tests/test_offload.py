@@ -157,8 +157,9 @@ def _selective_adam_reference(values, steps, lr, betas=(0.9, 0.999), eps=1e-15):
     return p
 
 
+@pytest.mark.parametrize("cache", [False, True], ids=["host", "cache"])
 @pytest.mark.parametrize("device", DEVICES)
-def test_host_rows_steps_are_selective_adam(device, seed):
+def test_host_rows_steps_are_selective_adam(device, cache, seed):
     """Three steps of HostRows (compact -> gather -> step) on different
     visible sets equal torch.optim.Adam on each step's rows (float64); the
     gathered rows are the host values, padding rows zero; on CUDA the rows
@@ -166,7 +167,7 @@ def test_host_rows_steps_are_selective_adam(device, seed):
     torch.manual_seed(seed)
     N, D = 300, 12
     values = torch.randn(N, 4, 3, dtype=torch.float64)
-    rows = offload.HostRows(values.to(device), device, lr=0.01)
+    rows = offload.HostRows(values.to(device), device, lr=0.01, cache=cache)
     if device == "cuda":
         assert rows.param.device.type == "cpu" and rows.param.is_pinned()
     steps = []
@@ -209,12 +210,13 @@ def test_host_rows_overflow_poisons_and_grows(device):
 
 
 @gpu
-def test_host_rows_step_has_no_host_sync(seed):
+@pytest.mark.parametrize("cache", [False, True], ids=["host", "cache"])
+def test_host_rows_step_has_no_host_sync(cache, seed):
     """After the first (sized) call, a whole HostRows step on CUDA, the
     compaction, gather and Adam, makes no host synchronization."""
     torch.manual_seed(seed)
     N = 4000
-    rows = offload.HostRows(torch.randn(N, 48, device="cuda"), "cuda", lr=0.01)
+    rows = offload.HostRows(torch.randn(N, 48, device="cuda"), "cuda", lr=0.01, cache=cache)
     mask = torch.rand(N, device="cuda") < 0.3
     index, _ = rows.visible_index(mask)
     torch.cuda.synchronize()
@@ -227,3 +229,58 @@ def test_host_rows_step_has_no_host_sync(seed):
     finally:
         torch.cuda.set_sync_debug_mode(0)
     torch.cuda.synchronize()
+
+
+def _drifting_masks(N, steps, gen):
+    """Visible sets of a sensor moving along the rows: a window of ~40% of
+    them shifted by ~5% a step, some rows flickering, one empty step, one
+    step seeing everything (the capacity grows and shrinks)."""
+    out = []
+    for t in range(steps):
+        lo = int(0.05 * N * t)
+        m = torch.zeros(N, dtype=torch.bool)
+        m[lo: lo + int(0.4 * N)] = True
+        m ^= torch.rand(N, generator=gen) < 0.03
+        out.append(m)
+    out[3] = torch.zeros(N, dtype=torch.bool)
+    out[5] = torch.ones(N, dtype=torch.bool)
+    return out
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_host_rows_cache_same_bits_as_host_rows(device, seed):
+    """HostRows with the GPU cache against without, step by step on drifting
+    visible sets: the same gathered rows, and after values() the same
+    values and moments, bit for bit (the same Adam kernel on the same
+    numbers); before it, a row that left the view is on the host already
+    (written back), and a row still in the cache is not (no traffic for it)."""
+    gen = torch.Generator().manual_seed(seed)
+    N, steps = 400, 8
+    init = torch.randn(N, 6, generator=gen, dtype=torch.float32)
+    plain = offload.HostRows(init.to(device), device, lr=0.05)
+    cached = offload.HostRows(init.to(device), device, lr=0.05, cache=True)
+    masks = _drifting_masks(N, steps, gen)
+    for t, mask in enumerate(masks):
+        grads = torch.randn(N, 6, generator=gen).to(device)
+        for r in (plain, cached):
+            index, poison = r.visible_index(mask.to(device))
+            assert not bool(poison)
+            got = r.gather(index).detach().clone()  # (with the cache, Adam then updates those rows in place)
+            g = torch.where(index[:, None] >= 0, grads[index.clamp(min=0)], 0)
+            r.step(index, g)
+            if r is plain:
+                want = got
+            else:
+                assert torch.equal(got, want), f"step {t}"
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if t >= 1:
+            left = masks[t - 1] & ~mask
+            stayed = masks[t - 1] & mask
+            assert torch.equal(cached.param[left], plain.param[left]), f"step {t}: rows that left, on the host"
+            if t not in (4, 6) and bool(stayed.any()):  # (after the empty step every row came from the host)
+                assert not torch.equal(cached.param[stayed], plain.param[stayed]), f"step {t}: cached rows read"
+    assert torch.equal(cached.values(), plain.values())
+    assert torch.equal(cached.exp_avg, plain.exp_avg) and torch.equal(cached.exp_avg_sq, plain.exp_avg_sq)
+    cached.values()  # a second flush changes nothing
+    assert torch.equal(cached.param, plain.param)

@@ -70,7 +70,7 @@ def test_put_bad_index_writes_nothing(device, entries, count, seed):
         offload_rows.check_pending(wait=True)
         nurec_ops.put_rows_(table, index, rows)  # queued, not raised
         with pytest.raises(RuntimeError, match=rf"put_rows_: call #\d+ on cuda:\d+ had {count} bad entries in "
-                                               r"`index`.*written nothing"):
+                                               r"`index`.*wrote nothing"):
             offload_rows.check_pending(wait=True)
     assert torch.equal(table, before)
 
