@@ -71,6 +71,14 @@ def _check_index(op, index):
     C.dtype(op, "index", index, torch.int64)
 
 
+def _check_entry_rows(op, name, t, index, table, table_name):
+    """A row per index entry: [K, D], the table's dtype, on index's device
+    (adam_rows_' grad, put_rows_' rows)."""
+    C.shape(op, name, t, (index.shape[0], table.shape[1]), f"[K, D] (K = index.shape[0], D = {table_name}.shape[1])")
+    C.real(op, name, t, table, table_name)
+    C.device(op, name, t, index, "index")
+
+
 def _check_gather(table, index):
     """The glue's checks, in its order."""
     op = _GATHER_OP
@@ -235,10 +243,7 @@ def _check_adam(param, exp_avg, exp_avg_sq, index, grad, step, lr, beta1, beta2,
         if not t.is_contiguous():
             C.fail(op, f"`{name}` must be contiguous (it is updated in place), got a non-contiguous tensor of "
                        f"shape {list(t.shape)}")
-    K, D = index.shape[0], param.shape[1]
-    C.shape(op, "grad", grad, (K, D), "[K, D] (K = index.shape[0], D = param.shape[1])")
-    C.real(op, "grad", grad, param, "param")
-    C.device(op, "grad", grad, index, "index")
+    _check_entry_rows(op, "grad", grad, index, param, "param")
     if not (step.numel() == 1 and step.dim() <= 1):
         C.fail(op, f"`step` must be a 0-dim or 1-element tensor (Adam's step count t), got shape {list(step.shape)}")
     C.real(op, "step", step, step, "step")
@@ -304,10 +309,7 @@ def _check_put(table, index, rows):
     if not table.is_contiguous():
         C.fail(op, f"`table` must be contiguous (it is updated in place), got a non-contiguous tensor of shape "
                    f"{list(table.shape)}")
-    K, D = index.shape[0], table.shape[1]
-    C.shape(op, "rows", rows, (K, D), "[K, D] (K = index.shape[0], D = table.shape[1])")
-    C.real(op, "rows", rows, table, "table")
-    C.device(op, "rows", rows, index, "index")
+    _check_entry_rows(op, "rows", rows, index, table, "table")
 
 
 @torch.library.register_fake("nurec_ops::put_rows_")

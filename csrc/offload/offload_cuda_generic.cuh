@@ -62,6 +62,25 @@ __global__ void __launch_bounds__(NUREC_OFFLOAD_THREADS) NR(gather_rows_kernel)(
     NR(offload_store)<kVec>((real_t*)p.rows + k * p.dim + c, x);
 }
 
+/* The entry k, columns c .. c + V and row r of this thread in a checked
+ * update (adam_rows, put_rows: the check kernel ran first); false where
+ * the thread has nothing to do: a non-zero status (a bad index: nothing is
+ * written), past the end, or padding. */
+template <bool kVec>
+__device__ __forceinline__ bool NR(offload_checked_entry)(const int64_t* status, const int64_t* index,
+                                                          int64_t num_index, int64_t dim, int64_t* k, int64_t* c,
+                                                          int64_t* r) {
+    constexpr int V = NR(offload_width)<kVec>();
+    if (*status != 0) return false;
+    const int64_t groups = dim / V;
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= num_index * groups) return false;
+    *k = t / groups;
+    *c = (t - *k * groups) * V;
+    *r = index[*k];
+    return *r >= 0;
+}
+
 /* Adam on param, exp_avg, exp_avg_sq [index[k], c .. c + V), after the
  * check kernel: a non-zero status (bad entries) leaves everything as it
  * was; with a zero status every entry is a row or padding, and no row is
@@ -69,13 +88,8 @@ __global__ void __launch_bounds__(NUREC_OFFLOAD_THREADS) NR(gather_rows_kernel)(
 template <bool kVec>
 __global__ void __launch_bounds__(NUREC_OFFLOAD_THREADS) NR(adam_rows_kernel)(nurec_adam_rows_params p) {
     constexpr int V = NR(offload_width)<kVec>();
-    if (*p.status != 0) return;
-    const int64_t groups = p.dim / V;
-    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= p.num_index * groups) return;
-    const int64_t k = t / groups, c = (t - k * groups) * V;
-    const int64_t r = p.index[k];
-    if (r < 0) return; /* padding */
+    int64_t k, c, r;
+    if (!NR(offload_checked_entry)<kVec>(p.status, p.index, p.num_index, p.dim, &k, &c, &r)) return;
     const NR(offload_adam_coefs) coefs = NR(offload_adam_coefs_of)(&p);
     const int64_t at = r * p.dim + c;
     real_t g[V], x[V], m[V], v[V];
@@ -96,13 +110,8 @@ __global__ void __launch_bounds__(NUREC_OFFLOAD_THREADS) NR(adam_rows_kernel)(nu
 template <bool kVec>
 __global__ void __launch_bounds__(NUREC_OFFLOAD_THREADS) NR(put_rows_kernel)(nurec_put_rows_params p) {
     constexpr int V = NR(offload_width)<kVec>();
-    if (*p.status != 0) return;
-    const int64_t groups = p.dim / V;
-    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= p.num_index * groups) return;
-    const int64_t k = t / groups, c = (t - k * groups) * V;
-    const int64_t r = p.index[k];
-    if (r < 0) return; /* padding */
+    int64_t k, c, r;
+    if (!NR(offload_checked_entry)<kVec>(p.status, p.index, p.num_index, p.dim, &k, &c, &r)) return;
     real_t x[V];
     NR(offload_load)<kVec>((const real_t*)p.rows + k * p.dim + c, x);
     NR(offload_store)<kVec>((real_t*)p.table + r * p.dim + c, x);

@@ -121,6 +121,17 @@ void check_adam_tables(const char* op, const Tensor& param, const Tensor& exp_av
     check_moment("exp_avg_sq", exp_avg_sq);
 }
 
+// A row per index entry: [K, D] (K = index.shape[0], D = the table's
+// columns), the table's dtype, on index's device (adam_rows_' grad,
+// put_rows_' rows).
+void check_entry_rows(const char* op, const char* name, const Tensor& t, const Tensor& index, const Tensor& table,
+                      const char* table_name) {
+    const std::string want = std::string("[K, D] (K = index.shape[0], D = ") + table_name + ".shape[1])";
+    check_shape(op, name, t, {index.size(0), table.size(1)}, want.c_str());
+    check_real(op, name, t, table, table_name);
+    check_device(op, name, t, index, "index");
+}
+
 void check_in_place(const char* op, const char* name, const Tensor& t) {
     NUREC_CHECK(t.is_contiguous(), "nurec_ops.", op, ": `", name,
                 "` must be contiguous (it is updated in place), got a non-contiguous tensor of shape ",
@@ -152,9 +163,7 @@ Tensor adam_rows_(Tensor param, Tensor exp_avg, Tensor exp_avg_sq, Tensor index,
     check_in_place(op, "exp_avg", exp_avg);
     check_in_place(op, "exp_avg_sq", exp_avg_sq);
     const int64_t K = index.size(0), D = param.size(1);
-    check_shape(op, "grad", grad, {K, D}, "[K, D] (K = index.shape[0], D = param.shape[1])");
-    check_real(op, "grad", grad, param, "param");
-    check_device(op, "grad", grad, index, "index");
+    check_entry_rows(op, "grad", grad, index, param, "param");
     NUREC_CHECK(step.numel() == 1 && step.dim() <= 1, "nurec_ops.", op,
                 ": `step` must be a 0-dim or 1-element tensor (Adam's step count t), got shape ", shape_str(step));
     check_real(op, "step", step, step, "step");
@@ -203,9 +212,7 @@ Tensor put_rows_(Tensor table, Tensor index, Tensor rows) {
     const bool host = check_table_device(op, "table", table, index);
     check_in_place(op, "table", table);
     const int64_t K = index.size(0), D = table.size(1);
-    check_shape(op, "rows", rows, {K, D}, "[K, D] (K = index.shape[0], D = table.shape[1])");
-    check_real(op, "rows", rows, table, "table");
-    check_device(op, "rows", rows, index, "index");
+    check_entry_rows(op, "rows", rows, index, table, "table");
     index = dense(index);
     rows = dense(rows);
     nurec_put_rows_params p = {};
