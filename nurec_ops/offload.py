@@ -200,6 +200,7 @@ class HostRows:
         self._counts = AsyncReads(1)  # earlier steps' visible counts; payload: that step's capacity
         self.cache = bool(cache)
         self._cached = None  # with cache: (keys [K], values, exp_avg, exp_avg_sq [K, D]) of the last gather
+        self._gathered = None  # with cache: the index the last gather() was given
         self.overflowed_steps = 0
 
     @staticmethod
@@ -266,6 +267,8 @@ class HostRows:
         (ascending rows, then padding)."""
         from .offload_rows import gather_rows
 
+        if self.cache:
+            self._gathered = index  # step() must be given this very index (the cache's rows are in its order)
         index = index.to(self.device)
         if self.cache:
             rows = self._gather_cached(index)
@@ -318,6 +321,9 @@ class HostRows:
         self.t.add_(1)
         with torch.no_grad():
             if self.cache:  # the cache's rows are the gather's, in its order: row k at k
+                if self._cached is None or index is not self._gathered:
+                    C.fail("offload", "HostRows(cache=True).step needs the index its last gather() was given "
+                                      "(the cached rows are in that index's order)")
                 index = index.to(self.device)
                 local = torch.where(index >= 0, torch.arange(K, device=self.device), -1)
                 _, p, m, v = self._cached

@@ -284,3 +284,19 @@ def test_host_rows_cache_same_bits_as_host_rows(device, seed):
     assert torch.equal(cached.exp_avg, plain.exp_avg) and torch.equal(cached.exp_avg_sq, plain.exp_avg_sq)
     cached.values()  # a second flush changes nothing
     assert torch.equal(cached.param, plain.param)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_host_rows_cache_step_needs_the_gathered_index(device):
+    """With the cache, a step's rows are the last gather's, in its order: a
+    step before any gather, or with another index, is refused by name."""
+    rows = offload.HostRows(torch.zeros(50, 2, device=device), device, lr=0.1, cache=True)
+    mask = torch.arange(50, device=device) % 3 == 0
+    index, _ = rows.visible_index(mask)
+    with pytest.raises(RuntimeError, match=r"needs the index its last gather\(\) was given"):
+        rows.step(index, None)
+    got = rows.gather(index)
+    with pytest.raises(RuntimeError, match="needs the index its last gather"):
+        rows.step(index.clone(), None)
+    rows.step(index, torch.ones_like(got))
+    assert (rows.values()[mask] != 0).all() and (rows.values()[~mask] == 0).all()
