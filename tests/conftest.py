@@ -12,6 +12,7 @@ bad_inputs.py (the error tables), run_scripts.py (scripts in a subprocess).
   ``NUREC_TEST_SEED`` is set; a failing test's report shows the seed as
   ``NUREC_TEST_SEED=<n>`` so the failure can be replayed exactly.
 """
+import contextlib
 import os
 
 import pytest
@@ -34,6 +35,18 @@ INDEX_DTYPES = [
     pytest.param(torch.int32, id="i32"),
     pytest.param(torch.int64, id="i64"),
 ]
+
+
+@contextlib.contextmanager
+def no_host_sync():
+    """Inside: any CUDA host synchronization raises (torch's sync debug
+    mode "error"); the mode before is restored after."""
+    prev = torch.cuda.get_sync_debug_mode()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode(prev)
 
 
 def gpu(test):

@@ -10,7 +10,7 @@ import torch
 import nurec_ops
 from nurec_ops import offload
 
-from conftest import DEVICES, gpu
+from conftest import DEVICES, gpu, no_host_sync
 from random_scenes import random_quats
 import test_rasterize_camera as tc
 import test_rasterize_lidar as tl
@@ -220,14 +220,11 @@ def test_host_rows_step_has_no_host_sync(cache, seed):
     mask = torch.rand(N, device="cuda") < 0.3
     index, _ = rows.visible_index(mask)
     torch.cuda.synchronize()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with no_host_sync():
         for _ in range(3):
             index, poison = rows.visible_index(mask)
             r = rows.gather(index)
             rows.step(index, torch.ones_like(r))
-    finally:
-        torch.cuda.set_sync_debug_mode(0)
     torch.cuda.synchronize()
 
 

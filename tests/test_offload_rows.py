@@ -27,7 +27,7 @@ from nurec_ops import reference as ref
 from nurec_ops.reference.offload_rows import bad_entries
 
 from bad_inputs import changed, raises_real_and_fake
-from conftest import DEVICES, DTYPES, gpu
+from conftest import DEVICES, DTYPES, gpu, no_host_sync
 from poison import assert_all_finite, poison_allocator
 from tolerances import assert_close
 
@@ -701,15 +701,11 @@ def test_no_host_sync_with_pinned_tables(seed):
         nurec_ops.adam_rows_(*state, index, grad, step, 1e-3)
         torch.cuda.synchronize()
     offload_rows.check_pending()
-    prev = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with no_host_sync():
         for _ in range(2):
             rows = nurec_ops.gather_rows(table, index)
             status = nurec_ops.adam_rows_(*state, index, grad, step, 1e-3)
             step.add_(1)
-    finally:
-        torch.cuda.set_sync_debug_mode(prev)
     torch.cuda.synchronize()
     offload_rows.check_pending(wait=True)
     assert status.tolist() == [0]

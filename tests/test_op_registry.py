@@ -26,7 +26,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from conftest import DEVICES, DTYPES, gpu
+from conftest import DEVICES, DTYPES, gpu, no_host_sync
 from near_cuts import rows_near_cuts
 from poison import assert_all_finite, poison_allocator
 from tolerances import GRAD_ORDER_FLOOR, assert_close, assert_close_to_reference
@@ -780,13 +780,9 @@ def test_no_host_sync(case, seed):
         forward_backward(case, case.op, s, cots)
         torch.cuda.synchronize()
     cots = [c.cuda() for c in cots]
-    prev = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with no_host_sync():
         for _ in range(2):
             out, g = forward_backward(case, case.op, s, cots)
-    finally:
-        torch.cuda.set_sync_debug_mode(prev)
     torch.cuda.synchronize()
     assert_all_finite(*out, *[x for x in g.values() if x is not None], msg=str(case))
     assert_tests_something(case, out, g)

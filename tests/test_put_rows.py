@@ -16,7 +16,7 @@ from nurec_ops import reference as ref
 from nurec_ops.reference.offload_rows import bad_entries
 
 from bad_inputs import changed, raises_real_and_fake
-from conftest import DEVICES, DTYPES, gpu
+from conftest import DEVICES, DTYPES, gpu, no_host_sync
 from test_offload_rows import BAD_INDEXES, N_BAD, compaction_index, pinned, random_table, unlisted_mask
 
 OPS = torch.ops.nurec_ops
@@ -120,13 +120,9 @@ def test_put_no_host_sync(seed):
         nurec_ops.put_rows_(host, index, rows)
         torch.cuda.synchronize()
     offload_rows.check_pending()
-    prev = torch.cuda.get_sync_debug_mode()
-    torch.cuda.set_sync_debug_mode("error")
-    try:
+    with no_host_sync():
         for _ in range(2):
             status = nurec_ops.put_rows_(host, index, rows)
-    finally:
-        torch.cuda.set_sync_debug_mode(prev)
     torch.cuda.synchronize()
     offload_rows.check_pending(wait=True)
     assert status.tolist() == [0]
