@@ -17,6 +17,11 @@ benchmark's (2M Gaussians per 160 m) and as long as N needs, two ways:
 trained in its recorded order: 1 m a step is 10 m/s at 10 frames a second);
 0 keeps it still, where the cache reads nothing after its first step.
 
+The cameras' visibility test is offload.pinhole_visible's bound, or with
+`--visible exact` nurec_ops.camera_visible (the camera op's own projection
+and footprint, the test any camera model needs); each row also times the
+test alone and gives the share of Gaussians the cameras alone see.
+
 Both steps cull what no sensor sees (cameras' far plane FAR_CAMERA, the
 lidar's 200 m), so their images are the same; the optimizers differ only
 in that the offloaded rows no sensor saw keep their moments (SelectiveAdam).
@@ -29,6 +34,7 @@ peak GPU memory, pinned host memory, or "out of memory".
     python3 benchmarks/bench_offload.py                         # H200: 20M, both ways, then a 24 GB cap
     python3 benchmarks/bench_offload.py --gaussians 2e7 --mode offload --memory-gb 24
     python3 benchmarks/bench_offload.py --modes gpu,offload,cache --advance 1 --no-cap
+    python3 benchmarks/bench_offload.py --modes cache --advance 1 --no-cap --visible exact   # camera_visible
     python3 benchmarks/bench_offload.py --smoke                 # CPU: 20k Gaussians, tiny images
 """
 import argparse
@@ -46,6 +52,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
+import nurec_ops  # noqa: E402
 from nurec_ops import offload  # noqa: E402
 import bench_rig_step as rig  # noqa: E402
 from timing import step_ms, table  # noqa: E402
@@ -66,12 +73,18 @@ def losses(D, m, q, s, o, sh):
     return rig.losses(D, m, q, s, o, sh, camera_kw=dict(far=FAR_CAMERA))
 
 
-def visible(D, mw, sc, o):
+def visible(D, mw, qw, sc, o, exact=False, lidar=True):
+    """The step's visible set: the cameras' pinhole_visible bound, or
+    (exact) camera_visible, the camera op's own projection and footprint;
+    and (lidar) the lidar's lidar_visible."""
     with torch.no_grad():
         seen = torch.zeros(mw.shape[0], dtype=torch.bool, device=mw.device)
         for V, K, W, H in D["groups"]:
-            seen |= offload.pinhole_visible(mw, sc, o, V, K, W, H, far=FAR_CAMERA)
-        if D["lidar"] is not None:
+            if exact:
+                seen |= nurec_ops.camera_visible(mw, qw, sc, o, V, K, W, H, far=FAR_CAMERA)
+            else:
+                seen |= offload.pinhole_visible(mw, sc, o, V, K, W, H, far=FAR_CAMERA)
+        if lidar and D["lidar"] is not None:
             seen |= offload.lidar_visible(mw, sc, o, D["lidar"][0])
     return seen
 
@@ -100,7 +113,7 @@ def gpu_step(params, D):
     return step
 
 
-def offload_step(params, D, cache=False):
+def offload_step(params, D, cache=False, exact=False):
     sh = params.pop("sh")
     host = offload.HostRows(sh.detach(), sh.device, lr=1e-3, cache=cache)
     del sh
@@ -110,7 +123,8 @@ def offload_step(params, D, cache=False):
     def step():
         drive(D, D["advance"])
         mw, qw, sc, o = rig.collect(params, D)
-        seen = visible(D, mw.detach(), sc.detach(), o.detach())
+        D["geometry"] = (mw.detach(), qw.detach(), sc.detach(), o.detach())
+        seen = visible(D, *D["geometry"], exact=exact)
         index, poison = host.visible_index(seen)
         D["visible"] = seen.sum()
         D["seen_prev"], D["seen"] = D.get("seen"), seen  # the last step's new rows (read at the end)
@@ -125,18 +139,20 @@ def offload_step(params, D, cache=False):
     return step
 
 
-def measure(mode, N, scale, cameras, steps, memory_gb, device, advance=0.0):
+def measure(mode, N, scale, cameras, steps, memory_gb, device, advance=0.0, exact=False):
     cuda = device.type == "cuda"
     if cuda and memory_gb:
         total = torch.cuda.get_device_properties(device).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, memory_gb * 2 ** 30 / total))
     row = dict(mode=mode, memory_gb=memory_gb or None, advance_m=advance)
+    if mode != "gpu":
+        row["visible_test"] = "exact" if exact else "bound"
     try:
         t0 = time.time()
         params, D = build(device, N, scale, cameras)
         row.update(N=D["scene"]["means"].shape[0], street_m=round(D["length"]), build_s=round(time.time() - t0, 1))
         D["advance"] = advance
-        step = gpu_step(params, D) if mode == "gpu" else offload_step(params, D, cache=mode == "cache")
+        step = gpu_step(params, D) if mode == "gpu" else offload_step(params, D, cache=mode == "cache", exact=exact)
         if cuda:
             torch.cuda.reset_peak_memory_stats()
         row["step_ms"] = step_ms(step, steps, cuda=cuda)
@@ -148,6 +164,10 @@ def measure(mode, N, scale, cameras, steps, memory_gb, device, advance=0.0):
         if mode != "gpu":
             host = D["host"]
             row["visible_frac"] = int(D["visible"]) / row["N"]
+            # the visibility test alone, on the last step's geometry (its cameras and lidar)
+            row["visible_test_ms"] = step_ms(lambda: visible(D, *D["geometry"], exact=exact), 5, cuda=cuda)
+            row["camera_test_ms"] = step_ms(lambda: visible(D, *D["geometry"], exact=exact, lidar=False), 5, cuda=cuda)
+            row["camera_visible_frac"] = int(visible(D, *D["geometry"], exact=exact, lidar=False).sum()) / row["N"]
             if D.get("seen_prev") is not None:  # of the last step's visible rows, those the step before did not see
                 row["entering_frac"] = int((D["seen"] & ~D["seen_prev"]).sum()) / max(int(D["visible"]), 1)
             row["capacity_rows"] = host.capacity
@@ -177,17 +197,20 @@ def main():
     ap.add_argument("--cameras", type=int, default=5)
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--visible", choices=["bound", "exact"], default="bound",
+                    help="the cameras' visibility test: offload.pinhole_visible, or nurec_ops.camera_visible")
     ap.add_argument("--smoke", action="store_true", help="CPU, 20k Gaussians, 1/20 images, 2 steps")
     a = ap.parse_args()
     if a.smoke:
         device = torch.device("cpu")
         for mode in ("gpu", "offload", "cache"):
-            print(json.dumps(measure(mode, 20_000, 0.05, a.cameras, 2, 0, device, advance=1.0)))
+            print(json.dumps(measure(mode, 20_000, 0.05, a.cameras, 2, 0, device, advance=1.0,
+                                     exact=a.visible == "exact")))
         return
     if a.mode:
         warnings.simplefilter("ignore")
         print("ROW " + json.dumps(measure(a.mode, int(a.gaussians), a.scale, a.cameras, a.steps, a.memory_gb,
-                                          torch.device("cuda"), a.advance)), flush=True)
+                                          torch.device("cuda"), a.advance, a.visible == "exact")), flush=True)
         return
     rows = []
     modes = a.modes.split(",")
@@ -195,7 +218,7 @@ def main():
     for mode, cap in runs:
         cmd = [sys.executable, os.path.abspath(__file__), "--mode", mode, "--gaussians", str(a.gaussians),
                "--memory-gb", str(cap), "--cameras", str(a.cameras), "--scale", str(a.scale), "--steps",
-               str(a.steps), "--advance", str(a.advance)]
+               str(a.steps), "--advance", str(a.advance), "--visible", a.visible]
         out = subprocess.run(cmd, capture_output=True, text=True)
         got = [ln[4:] for ln in out.stdout.splitlines() if ln.startswith("ROW ")]
         r = json.loads(got[-1]) if got else dict(mode=mode, memory_gb=cap, status="failed: " + out.stderr[-300:])
@@ -203,10 +226,12 @@ def main():
         rows.append(r)
     f = lambda r, k, fmt: format(r[k], fmt) if k in r else "-"
     print(table([[r["mode"], r.get("N", "-"), r.get("memory_gb") or "card", r.get("advance_m", 0), r["status"],
-                  f(r, "step_ms", ".1f"), f(r, "steps_per_s", ".2f"), f(r, "visible_frac", ".3f"),
+                  r.get("visible_test", "-"), f(r, "step_ms", ".1f"), f(r, "steps_per_s", ".2f"),
+                  f(r, "visible_frac", ".3f"), f(r, "camera_visible_frac", ".3f"), f(r, "visible_test_ms", ".2f"),
                   f(r, "entering_frac", ".3f"), r.get("syncs", "-"), f(r, "peak_gpu_mb", ".0f"),
                   f(r, "pinned_gb", ".1f")] for r in rows],
-                ["mode", "Gaussians", "GPU memory", "m a step", "status", "step ms", "steps/s", "visible",
+                ["mode", "Gaussians", "GPU memory", "m a step", "status", "test", "step ms", "steps/s", "visible",
+                 "cameras' visible", "test ms",
                  "entering", "syncs", "peak GPU MB", "pinned host GB"]))
 
 

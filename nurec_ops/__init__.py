@@ -11,7 +11,7 @@ from .covariance import quat_scale_to_covar_preci
 from .offload_rows import adam_rows_, gather_rows, put_rows_
 from . import offload_rows
 from .track_poses import interpolate_track_poses
-from .rasterize_camera import rasterize_camera
+from .rasterize_camera import camera_visible, rasterize_camera
 from .rasterize_lidar import rasterize_lidar
 from .rasterize_rays import rasterize_rays, suggest_ray_grid
 from . import reference
@@ -29,6 +29,7 @@ __all__ = [
     "collect_gaussian_parameters",
     "collect",
     "rasterize_camera",
+    "camera_visible",
     "rasterize_lidar",
     "rasterize_rays",
     "suggest_ray_grid",

@@ -13,7 +13,9 @@ One step, with no host synchronization anywhere:
    test per Gaussian, ``True`` wherever the rasterizer could draw it
    (SPEC sections 3 and 4's culling, bounded from above); a Gaussian it
    leaves out reaches no pixel or ray, so the images are those of the
-   whole scene.
+   whole scene. For any other camera model or a rolling shutter,
+   ``nurec_ops.camera_visible(...)`` in place of ``pinhole_visible``: the
+   camera op's own projection and footprint, exact.
 2. ``index = rows.visible_index(visible)``: the visible rows, ascending,
    in a buffer of fixed capacity (padding -1), sized by the counts of
    earlier steps (read back asynchronously, as the binning's capacities

@@ -369,3 +369,47 @@ def _fake_median(records, isect_items, tile_ranges, status, final_T, seg_state, 
                  height):
     return _median.fake_median(_OP + "_median", records, isect_items, tile_ranges, status, final_T, seg_state,
                                seg_last, segment_min, int(height), int(width), _TILE, _TILE)
+
+
+# ----------------------------------------------------------- visibility
+
+_VISIBLE_OP = "camera_visible"
+
+
+@ranged("nurec_ops.camera_visible")
+def camera_visible(means, quats, scales, opacities, viewmats, Ks, width, height, near=0.01, far=1e10, *,
+                   camera_model="pinhole", viewmats_end=None, shutter="global", antialiased=False, eps2d=0.3,
+                   **model_args):
+    """``[N]`` bool: the Gaussians that ``rasterize_camera`` with the same
+    arguments can draw: those with a pixel centre of at least one camera
+    inside their footprint, SPEC section 3's ellipse ``d^T Sigma^-1 d <=
+    2 ln(255 o) + 0.01`` (outside it alpha is below 1/255 everywhere). The
+    forward's own projection runs for every (camera, Gaussian), nothing
+    else: no records, no binning, memory ``O(N)``; any camera model of SPEC
+    section 6 and SPEC section 7's rolling shutter (each Gaussian at its own
+    time), so the set is exact where ``nurec_ops.offload.pinhole_visible``
+    is a bound for pinholes only. A Gaussian outside it contributes nothing
+    to any image or gradient: what an offloaded scene's step gathers
+    (``nurec_ops.offload``). (The forward's binning lists a few more:
+    its tile rows take the columns an ellipse crosses between two rows of
+    pixel centres.) Arguments as ``rasterize_camera``'s (no features); not
+    differentiable; no host sync."""
+    width, height = int(width), int(height)
+    C = _binning.leading(viewmats)
+    code, model_params, Ks = _camera_models.pack(_VISIBLE_OP, camera_model, C, means, Ks, model_args)
+    rs_code, rs_end = _rolling_shutter.op_args(_VISIBLE_OP, viewmats, viewmats_end, shutter)
+    with torch.no_grad():
+        return ops.rasterize_camera_visible(means, quats, scales, opacities, viewmats, Ks, width, height,
+                                            float(near), float(far), code, model_params, rs_code, rs_end,
+                                            bool(antialiased), float(eps2d))
+
+
+@torch.library.register_fake("nurec_ops::rasterize_camera_visible")
+def _fake_visible(means, quats, scales, opacities, viewmats, Ks, width, height, near, far, camera_model=0,
+                  model_params=None, shutter=0, viewmats_end=None, antialiased=False, eps2d=0.3):
+    C, N, _, _ = _check(_VISIBLE_OP, means, quats, scales, opacities, means, viewmats, Ks, None, width, height,
+                        near, far, -1)
+    _check_eps2d(_VISIBLE_OP, eps2d)
+    _check_model(_VISIBLE_OP, C, means, camera_model, model_params)
+    _check_shutter(_VISIBLE_OP, C, means, shutter, viewmats_end)
+    return means.new_empty((N,), dtype=torch.bool)

@@ -16,9 +16,8 @@ log = logging.getLogger("nurec_ops")
 
 # public op name -> where the fused op lives (resolved lazily: an op family
 # that is not built into this package is simply not swappable)
-SWAPPABLE = ("interpolate_track_poses", "collect_gaussian_parameters", "collect", "rasterize_camera", "rasterize_lidar",
-             "rasterize_rays",
-             "quat_scale_to_covar_preci", "gather_rows", "adam_rows_")
+SWAPPABLE = ("interpolate_track_poses", "collect_gaussian_parameters", "collect", "rasterize_camera", "camera_visible",
+             "rasterize_lidar", "rasterize_rays", "quat_scale_to_covar_preci", "gather_rows", "adam_rows_")
 
 
 def _fused(name):

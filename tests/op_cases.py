@@ -198,6 +198,30 @@ CAMERA_MEDIAN_PARTS = Parts("nurec_ops.rasterize_camera", edge=lambda d, t: dict
 MODEL_DATA = {m: (tm.MODELS[m][0],) for m in tm.MODELS}
 
 
+# ------------------------------------------------------- camera visibility
+
+def _visible_make(scene_fn):
+    """A camera row's scene without its features (camera_visible takes
+    none), nothing differentiable, and its first Gaussians faint (opacity
+    under 1/255: never visible), so that the mask holds both values."""
+    draw = _camera_make(scene_fn, bg=False)
+
+    def make(device, dtype, seed, large=False):
+        s = {k: v.detach() if isinstance(v, torch.Tensor) else v for k, v in draw(device, dtype, seed, large).items()
+             if k not in ("features", "sh_degree", "backgrounds")}
+        s["opacities"] = s["opacities"].clone()
+        s["opacities"][:3] = 1.0 / 300
+        return s
+    return make
+
+
+def _visible(op):
+    return lambda **kw: (op(**kw),)
+
+
+VISIBLE = dict(op=_visible(nurec_ops.camera_visible), reference=_visible(ref.camera_visible), outputs=("visible",))
+
+
 # ------------------------------------------------------------------ lidars
 
 def _lidar_make(rolling=False, median=False):
@@ -483,6 +507,14 @@ CASES = [
            **dict(CAMERA_MEDIAN, parts=CAMERA_MEDIAN_PARTS)),
     OpCase("camera-median-rolling-ftheta", make=_camera_make(_median(_rolling(_model("ftheta"), "left_to_right"))),
            data=MODEL_DATA["ftheta"], **CAMERA_MEDIAN),
+    OpCase("visible-pinhole", make=_visible_make(_pinhole), inductor=True, **VISIBLE),
+    OpCase("visible-antialiased-eps2d-pinhole", make=_visible_make(_eps2d(_antialiased(_pinhole), 1.0)), **VISIBLE),
+    OpCase("visible-opencv", make=_visible_make(_model("opencv")), data=MODEL_DATA["opencv"], **VISIBLE),
+    OpCase("visible-fisheye", make=_visible_make(_model("fisheye")), data=MODEL_DATA["fisheye"], **VISIBLE),
+    OpCase("visible-ftheta", make=_visible_make(_model("ftheta")), data=MODEL_DATA["ftheta"], **VISIBLE),
+    OpCase("visible-rolling-pinhole", make=_visible_make(_rolling(_pinhole)), **VISIBLE),
+    OpCase("visible-rolling-ftheta", make=_visible_make(_rolling(_model("ftheta"), "left_to_right")),
+           data=MODEL_DATA["ftheta"], **VISIBLE),
     OpCase("lidar-global", make=_lidar_make(), inductor=True, **dict(LIDAR, parts=LIDAR_PARTS_ALL)),
     OpCase("lidar-rolling", make=_lidar_make(rolling=True), **LIDAR),
     OpCase("lidar-median-global", make=_lidar_make(median=True), **dict(LIDAR_MEDIAN, parts=LIDAR_MEDIAN_PARTS)),

@@ -97,7 +97,12 @@ def copy_into(static, new):
 def assert_tests_something(case, outs, grads):
     """A row whose outputs (or gradients) are all zero could not fail."""
     fl = [o for o in outs if o.is_floating_point()]
-    assert any((o.detach().abs() > 0).any() for o in fl), f"{case}: every output is zero; the case tests nothing"
+    masks = [o for o in outs if o.dtype == torch.bool]
+    assert fl or masks, f"{case}: no floating or bool output to look at"
+    if fl:
+        assert any((o.detach().abs() > 0).any() for o in fl), f"{case}: every output is zero; the case tests nothing"
+    for m in masks if not fl else ():  # a row of masks only (camera_visible): one value would test nothing
+        assert m.any() and not m.all(), f"{case}: a mask all {bool(m.any())}; the case tests nothing"
     if grads:
         assert all(g is not None for g in grads.values()), f"{case}: no gradient for {[k for k, g in grads.items() if g is None]}"
         assert any((g.abs() > 0).any() for g in grads.values()), f"{case}: every gradient is zero"
@@ -656,7 +661,8 @@ def test_compile_fullgraph(case, device, backend, seed):
     def f(*xs):
         out = case.op(**dict(zip(names, xs)), **other, **case.fixed)
         fl = [o for o in out if o.is_floating_point()]
-        return sum((o * w).sum() for o, w in zip(fl, weights)), tuple(out)
+        zero = torch.zeros((), dtype=F64, device=device)  # the loss of a row with only masks (camera_visible)
+        return sum(((o * w).sum() for o, w in zip(fl, weights)), zero), tuple(out)
 
     compiled = torch.compile(f, fullgraph=True, backend=backend)
     for trial, inputs in enumerate((s, case.new_inputs(s, seed + 1))):

@@ -169,22 +169,29 @@ extern "C" size_t nurec_rasterize_camera_workspace_bytes(const nurec_rasterize_c
     return nurec_tiles_workspace_bytes(&t);
 }
 
-extern "C" int nurec_rasterize_camera_project_cuda(const nurec_rasterize_camera_params* p, void* stream) {
+namespace {
+
+typedef void (*rc_item_kernel)(nurec_rasterize_camera_params);
+
+/* A kernel of a thread per item in its four builds, [float64][models]:
+ * the models' build for a SPEC 6 model or SPEC 7's rolling shutter, the
+ * pinhole's with a global shutter otherwise (rc_project_kernel). */
+int launch_built(const rc_item_kernel built[2][2], const nurec_rasterize_camera_params* p, int64_t n, void* stream) {
     if (p->dtype != NUREC_F32 && p->dtype != NUREC_F64) return NUREC_ERR_DTYPE;
-    const int64_t P = p->num_cameras * p->num_gaussians;
-    if (P == 0) return NUREC_OK;
-    unsigned b = blocks_for(P, RC_PROJ_THREADS);
-    cudaStream_t s = (cudaStream_t)stream;
+    if (n == 0) return NUREC_OK;
     const bool models = p->camera_model != NUREC_CAM_PINHOLE ||
                         (p->shutter != NUREC_SHUTTER_GLOBAL && p->viewmats_end != NULL);
-    if (p->dtype == NUREC_F64) {
-        if (models) rc_project_kernel_f64<true><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
-        else rc_project_kernel_f64<false><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
-    } else {
-        if (models) rc_project_kernel_f32<true><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
-        else rc_project_kernel_f32<false><<<b, RC_PROJ_THREADS, 0, s>>>(*p);
-    }
+    built[p->dtype == NUREC_F64][models]<<<blocks_for(n, RC_PROJ_THREADS), RC_PROJ_THREADS, 0,
+                                           (cudaStream_t)stream>>>(*p);
     return ok();
+}
+
+}  // namespace
+
+extern "C" int nurec_rasterize_camera_project_cuda(const nurec_rasterize_camera_params* p, void* stream) {
+    static const rc_item_kernel built[2][2] = {{rc_project_kernel_f32<false>, rc_project_kernel_f32<true>},
+                                               {rc_project_kernel_f64<false>, rc_project_kernel_f64<true>}};
+    return launch_built(built, p, p->num_cameras * p->num_gaussians, stream);
 }
 
 extern "C" int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_params* p_in, void* stream) {
@@ -284,6 +291,12 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
         }
     }
     return ok();
+}
+
+extern "C" int nurec_rasterize_camera_visible_cuda(const nurec_rasterize_camera_params* p, void* stream) {
+    static const rc_item_kernel built[2][2] = {{rc_visible_kernel_f32<false>, rc_visible_kernel_f32<true>},
+                                               {rc_visible_kernel_f64<false>, rc_visible_kernel_f64<true>}};
+    return launch_built(built, p, p->num_gaussians, stream);
 }
 
 extern "C" int nurec_rasterize_camera_median_cuda(const nurec_rasterize_camera_params* p, void* stream) {

@@ -62,6 +62,8 @@ typedef struct nurec_rasterize_camera_params {
     const void* grad_render; /* [C, H, W, D] */
     const void* grad_depth;  /* [C, H, W], or NULL: zero (a loss that reads no depth) */
     void* grad_colors;       /* SH: [C, N, 3] scratch (zeroed); features: unused */
+    /* the visibility op */
+    uint8_t* visible;        /* [N] 1 where a pixel centre of a camera lies in the Gaussian's footprint */
 } nurec_rasterize_camera_params;
 
 /* Fills the binning params of this call (shared by both devices). */
@@ -75,6 +77,9 @@ int nurec_rasterize_camera_backward_cpu(const nurec_rasterize_camera_params* p);
 /* Each cell's median item (p->median_items; NUREC_SPLAT_MEDIAN_*) over the
  * lists of a forward (its records, isect_items, tile_ranges, status). */
 int nurec_rasterize_camera_median_cpu(const nurec_rasterize_camera_params* p);
+/* p->visible[g] for every Gaussian (rc_gaussian_visible): the projection
+ * alone, no records, counts or binning (memory O(N), not O(C N)). */
+int nurec_rasterize_camera_visible_cpu(const nurec_rasterize_camera_params* p);
 
 /* CUDA: everything on `stream`, no host synchronization. The forward is
  * two calls: the projection (it needs only the inputs, records, counts and
@@ -85,6 +90,7 @@ int nurec_rasterize_camera_project_cuda(const nurec_rasterize_camera_params* p, 
 int nurec_rasterize_camera_forward_cuda(const nurec_rasterize_camera_params* p, void* stream);
 int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera_params* p, void* stream);
 int nurec_rasterize_camera_median_cuda(const nurec_rasterize_camera_params* p, void* stream);
+int nurec_rasterize_camera_visible_cuda(const nurec_rasterize_camera_params* p, void* stream);
 
 #ifdef __cplusplus
 }

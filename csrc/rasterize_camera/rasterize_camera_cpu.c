@@ -16,3 +16,10 @@ void nurec_rasterize_camera_tiles(const nurec_rasterize_camera_params* p, nurec_
 }
 
 NUREC_SPLAT_CPU_LAUNCHERS(camera, rc)
+
+int nurec_rasterize_camera_visible_cpu(const nurec_rasterize_camera_params* p) {
+    if (p->dtype == NUREC_F32) rc_visible_cpu_f32(p);
+    else if (p->dtype == NUREC_F64) rc_visible_cpu_f64(p);
+    else return NUREC_ERR_DTYPE;
+    return NUREC_OK;
+}

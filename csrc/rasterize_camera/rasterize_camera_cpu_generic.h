@@ -17,6 +17,11 @@ static void NR(rc_project_cpu)(const nurec_rasterize_camera_params* p) {
     }
 }
 
+/* Each Gaussian's visibility (rc_gaussian_visible). */
+static void NR(rc_visible_cpu)(const nurec_rasterize_camera_params* p) {
+    for (int64_t g = 0; g < p->num_gaussians; ++g) p->visible[g] = (uint8_t)NR(rc_gaussian_visible)(p, g, 0);
+}
+
 /* Rows of item features: SH colours or features per (camera, Gaussian)
  * item, or the Gaussian's features (NUREC_RC_FEATURE_ROW). */
 static NR(splat_rows) NR(rc_feature_rows)(const nurec_rasterize_camera_params* p, void* sh_base, void* base) {

@@ -34,6 +34,16 @@ NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
     NR(rc_project_write)(&p, &cam, g, it, m, rec, cnt); /* tiles/splat_project_generic.h */
 }
 
+/* The visibility op: a thread per Gaussian, its cameras in turn until one
+ * would list it (rc_gaussian_visible); kModels as the projection's. */
+template <bool kModels>
+__global__ void __launch_bounds__(RC_PROJ_THREADS) NR(rc_visible_kernel)(nurec_rasterize_camera_params p) {
+    const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (g >= p.num_gaussians) return;
+    if (!kModels) p.shutter = NUREC_SHUTTER_GLOBAL;
+    p.visible[g] = (uint8_t)NR(rc_gaussian_visible)(&p, g, !kModels);
+}
+
 /* Where a block works: one block per (tile, camera, pass of up to RC_CH
  * channels, part of the tile's list), one thread per pixel of the tile.
  *

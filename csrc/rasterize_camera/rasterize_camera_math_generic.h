@@ -109,19 +109,22 @@ NUREC_HD void NR(rc_rolling_at)(NR(rc_camera)* c, const real_t* sp, real_t tau) 
 }
 
 /* SPEC 7: the camera at the own time of item it (camera c, mean m), solved
- * and written to taus[it] (the forward) or read from there (the backward,
- * so that both use one pose whatever the rounding). Global shutter: as is. */
+ * and written to taus[it] (the forward; the visibility op has no taus and
+ * keeps only the pose) or read from there (the backward, so that both use
+ * one pose whatever the rounding). Global shutter: as is. */
 NUREC_HD void NR(rc_camera_at_time)(const nurec_rasterize_camera_params* p, int64_t c, int64_t it, const real_t m[3],
                                     int solve, NR(rc_camera)* cam) {
     if (p->shutter == NUREC_SHUTTER_GLOBAL || !p->viewmats_end) return;
     real_t sp[NUREC_RS_PARAMS];
     NR(rs_pack)((const real_t*)p->viewmats + 16 * c, (const real_t*)p->viewmats_end + 16 * c, sp);
     real_t* taus = (real_t*)p->taus;
-    if (solve)
-        taus[it] = NR(rc_rolling_tau)(cam, sp, p->shutter, m, (real_t)p->near_plane, (real_t)p->far_plane, p->width,
-                                      p->height);
-    else
+    if (solve) {
+        const real_t tau = NR(rc_rolling_tau)(cam, sp, p->shutter, m, (real_t)p->near_plane, (real_t)p->far_plane,
+                                              p->width, p->height);
+        if (taus) taus[it] = tau;
+    } else {
         NR(rc_rolling_at)(cam, sp, taus[it]);
+    }
 }
 
 /* Forward intermediates of the projection of one Gaussian (for the VJP). */
@@ -505,3 +508,23 @@ NUREC_HD void NR(rc_camera_as)(const nurec_rasterize_camera_params* p, int64_t c
                                 (S)->campos, (const real_t*)(p)->grad_colors + 3 * (it), extra, stride, gm);  \
     } while (0)
 #include "tiles/splat_project_generic.h"
+
+/* Whether Gaussian g can draw a pixel of one of the cameras: the forward's
+ * own projection record (at the Gaussian's own time under a rolling
+ * shutter) and a pixel centre in its footprint (d^T Q d <= thr, the
+ * binning's ellipse: the walks' alpha reaches 1/255 nowhere else), nothing
+ * written. The visibility op (nurec_ops.camera_visible: which offloaded
+ * rows a step needs, for every camera model and shutter). plain: the
+ * pinhole with a global shutter (a CUDA build's constants). */
+NUREC_HD int NR(rc_gaussian_visible)(const nurec_rasterize_camera_params* p, int64_t g, int plain) {
+    for (int64_t c = 0; c < p->num_cameras; ++c) {
+        NR(rc_camera) cam;
+        NR(rc_camera_as)(p, c, plain, &cam);
+        real_t m[3], rec[NUREC_TREC_SIZE];
+        nurec_footprint f;
+        if (NR(rc_item_footprint)(p, rec, NR(rc_project_record)(p, c, g, &cam, m, rec), &f) &&
+            nurec_footprint_any_cell(&f, p->width))
+            return 1;
+    }
+    return 0;
+}

@@ -321,6 +321,28 @@ Tensor rasterize_camera_median(Tensor records, Tensor isect_items, Tensor tile_r
                                   NUREC_CUDA_ONLY(nurec_rasterize_camera_median_cuda)));
     return out;
 }
+// Which Gaussians can draw a pixel, [N] bool: the forward's projection and
+// footprint per (camera, Gaussian), nothing else written
+// (rc_gaussian_visible), for every camera model and shutter; what an
+// offloaded scene's step reads (nurec_ops.offload).
+Tensor rasterize_camera_visible(Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor viewmats,
+                                Tensor Ks, int64_t width, int64_t height, double near_plane, double far_plane,
+                                int64_t camera_model, std::optional<Tensor> model_params, int64_t shutter,
+                                std::optional<Tensor> viewmats_end, bool antialiased, double eps2d) {
+    const char* op = "camera_visible";
+    // the projection reads no features: the means stand in for [N, 3] ones,
+    // so that the forward's checks and params serve unchanged
+    RcInputs in = rc_inputs(op, means, quats, scales, opacities, means, viewmats, Ks, std::nullopt, width, height,
+                            near_plane, far_plane, -1);
+    rc_model(op, in, camera_model, model_params);
+    rc_shutter(op, in, shutter, viewmats_end);
+    rc_filter(op, in, antialiased, eps2d);
+    Tensor visible = empty_like_shape(in.means, {in.p.num_gaussians}, true);
+    in.p.visible = (uint8_t*)visible.data_ptr();
+    splat_check_status(op, launch(op, in.means, in.p, nurec_rasterize_camera_visible_cpu,
+                                  NUREC_CUDA_ONLY(nurec_rasterize_camera_visible_cuda)));
+    return visible;
+}
 // ====================================================== end rasterize_camera
 
 }  // namespace
@@ -348,13 +370,18 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
     m.def("rasterize_camera_median(Tensor records, Tensor isect_items, Tensor tile_ranges, Tensor status, "
           "Tensor final_T, Tensor seg_state, Tensor seg_last, int segment_min, int width, int height) -> "
           "Tensor median_items");
+    m.def("rasterize_camera_visible(Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor viewmats, "
+          "Tensor Ks, int width, int height, float near, float far, int camera_model=0, "
+          "Tensor? model_params=None, int shutter=0, Tensor? viewmats_end=None, bool antialiased=False, "
+          "float eps2d=0.3) -> Tensor visible");
 }
 
 // One function serves both dispatch keys: it branches on the device itself.
 #define NUREC_REGISTER_RASTERIZE_CAMERA(m) \
     m.impl("rasterize_camera_fwd", TORCH_BOX(&rasterize_camera_fwd)); \
     m.impl("rasterize_camera_bwd", TORCH_BOX(&rasterize_camera_bwd)); \
-    m.impl("rasterize_camera_median", TORCH_BOX(&rasterize_camera_median));
+    m.impl("rasterize_camera_median", TORCH_BOX(&rasterize_camera_median)); \
+    m.impl("rasterize_camera_visible", TORCH_BOX(&rasterize_camera_visible));
 
 STABLE_TORCH_LIBRARY_IMPL(nurec_ops, CPU, m) { NUREC_REGISTER_RASTERIZE_CAMERA(m) }
 #ifdef NUREC_WITH_CUDA

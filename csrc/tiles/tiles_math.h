@@ -78,6 +78,22 @@ NUREC_HD int64_t nurec_footprint_count(const nurec_footprint* f, int width) {
     return n;
 }
 
+/* Whether a cell centre of the grid lies in the footprint, row by row of
+ * cells up to the first that has one (the visibility op's test). Tighter
+ * than a tile count > 0: a tile row takes the columns the ellipse crosses
+ * anywhere in its band of centre rows, so a footprint that passes between
+ * two rows of centres can still be listed (and then draws nothing). */
+NUREC_HD int nurec_footprint_any_cell(const nurec_footprint* f, int width) {
+    for (int py = f->py0; py <= f->py1; ++py) {
+        const double dy = (double)py + 0.5 - f->v, s = f->thr - dy * dy * f->q;
+        if (!(s >= 0.0)) continue;
+        const double h = sqrt(s * f->inv_a), x = f->u - f->k * dy;
+        const double lo = fmax(ceil(x - h - 0.5), 0.0), hi = fmin(floor(x + h - 0.5), (double)(width - 1));
+        if (lo <= hi) return 1;
+    }
+    return 0;
+}
+
 /* The n low bits of a word (n in [0, 64]). */
 NUREC_HD uint64_t nurec_low_bits(int n) {
     return n >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1;

@@ -5,10 +5,9 @@ from .collect import collect, collect_gaussian_parameters
 from .covariance import quat_scale_to_covar_preci
 from .offload_rows import adam_rows_, gather_rows, put_rows_
 from .track_poses import interpolate_track_poses
-from .rasterize_camera import rasterize_camera
+from .rasterize_camera import camera_visible, rasterize_camera
 from .rasterize_lidar import rasterize_lidar
 from .rasterize_rays import rasterize_rays
 
-__all__ = ["interpolate_track_poses", "collect_gaussian_parameters", "collect", "rasterize_camera", "rasterize_lidar",
-           "rasterize_rays", "quat_scale_to_covar_preci", "gather_rows", "adam_rows_",
-           "put_rows_"]
+__all__ = ["interpolate_track_poses", "collect_gaussian_parameters", "collect", "rasterize_camera", "camera_visible",
+           "rasterize_lidar", "rasterize_rays", "quat_scale_to_covar_preci", "gather_rows", "adam_rows_", "put_rows_"]

@@ -7,6 +7,7 @@ import torch
 from . import camera_models, composite
 
 EPS2D = 0.3
+THR_MARGIN = 0.01  # the binning's rounding margin on the footprint (SPEC 3)
 
 _SH_C0 = 0.28209479177387814
 _SH_C1 = 0.4886025119029199
@@ -184,25 +185,15 @@ def own_times(model, means, viewmats, sp, shutter, cam, near, far, width, height
         return tau
 
 
-def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
-                     near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, camera_model="pinhole",
-                     viewmats_end=None, shutter="global", antialiased=False, eps2d=EPS2D, median_depth=False,
-                     **model_args):
-    """Pure-PyTorch twin of :func:`nurec_ops.rasterize_camera`, with the
-    camera models of SPEC section 6 (``camera_model`` and its per-camera
-    arguments: radial, tangential, thin_prism for "opencv"; radial,
-    max_angle for "fisheye"; principal_point, angle_to_pixel, linear_cde,
-    max_angle, optionally pixel_to_angle and reference_poly, for "ftheta")
-    and SPEC 7's rolling shutter (``viewmats_end``, ``shutter``: each
-    Gaussian rendered with the pose at its own time, by own_times), and
-    gsplat's antialiased mode (``antialiased``: each item's opacity times
-    composite.compensation), ``eps2d``, the 2D dilation (SPEC 3's 0.3),
-    features ``[N, D]`` or per camera ``[C, N, D]``, and ``median_depth``
-    (a fourth output: composite.median of the camera z)."""
+def _projected(means, quats, scales, opacities, viewmats, Ks, W, H, near, far, camera_model, viewmats_end, shutter,
+               antialiased, eps2d, model_args):
+    """Every (camera, Gaussian) item projected as the op projects it: (the
+    poses, [C, 4, 4] or [C, N, 4, 4] at each item's own time under a
+    rolling shutter, uv [C, N, 2], conic [C, N, 3], z [C, N], valid [C, N],
+    opacity [N] or [C, N] with antialiased)."""
     from .. import _rolling_shutter as RS
 
     C, N = viewmats.shape[0], means.shape[0]
-    H, W = int(height), int(width)
     if camera_model not in _MODEL_ARGS:
         raise RuntimeError(f"nurec_ops.rasterize_camera: `camera_model` must be one of {tuple(_MODEL_ARGS)}, "
                            f"got {camera_model!r}")
@@ -223,6 +214,54 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
         out = project_model(camera_model, means, quats, scales, viewmats, cam, near, far, W, H, antialiased, eps2d)
         uv, conic, z, valid = out[:4]
     o = opacities[None] * out[-1] if antialiased else opacities  # [C,N] with antialiased
+    return viewmats, uv, conic, z, valid, o
+
+
+def camera_visible(means, quats, scales, opacities, viewmats, Ks, width, height, near=0.01, far=1e10, *,
+                   camera_model="pinhole", viewmats_end=None, shutter="global", antialiased=False, eps2d=EPS2D,
+                   **model_args):
+    """Pure-PyTorch twin of :func:`nurec_ops.camera_visible`, dense: a
+    Gaussian is visible where, in some camera, a pixel centre lies in its
+    footprint ``d^T conic d <= 2 ln(255 o) + THR_MARGIN`` (the binning's
+    ellipse, SPEC section 3) and the item is valid."""
+    C, N = viewmats.shape[0], means.shape[0]
+    H, W = int(height), int(width)
+    with torch.no_grad():
+        _, uv, conic, _, valid, o = _projected(means, quats, scales, opacities, viewmats, Ks, W, H, near, far,
+                                               camera_model, viewmats_end, shutter, antialiased, eps2d, model_args)
+        o = o.expand(C, N)
+        valid = valid & (255.0 * o >= 1.0)
+        thr = 2.0 * torch.log(torch.where(valid, 255.0 * o, torch.ones_like(o))) + THR_MARGIN
+        seen = torch.zeros(C, N, dtype=torch.bool, device=means.device)
+        px = torch.arange(W, dtype=means.dtype, device=means.device) + 0.5
+        dx = px[:, None] - uv[:, None, :, 0]  # [C, W, N]
+        for y in range(H):  # a row of pixel centres at a time: [C, W, N], never [C, H, W, N]
+            dy = (y + 0.5) - uv[:, None, :, 1]
+            q = conic[:, None, :, 0] * dx * dx + 2 * conic[:, None, :, 1] * dx * dy + conic[:, None, :, 2] * dy * dy
+            seen |= (q <= thr[:, None]).any(1)
+        return (seen & valid).any(0)
+
+
+def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
+                     near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, camera_model="pinhole",
+                     viewmats_end=None, shutter="global", antialiased=False, eps2d=EPS2D, median_depth=False,
+                     **model_args):
+    """Pure-PyTorch twin of :func:`nurec_ops.rasterize_camera`, with the
+    camera models of SPEC section 6 (``camera_model`` and its per-camera
+    arguments: radial, tangential, thin_prism for "opencv"; radial,
+    max_angle for "fisheye"; principal_point, angle_to_pixel, linear_cde,
+    max_angle, optionally pixel_to_angle and reference_poly, for "ftheta")
+    and SPEC 7's rolling shutter (``viewmats_end``, ``shutter``: each
+    Gaussian rendered with the pose at its own time, by own_times), and
+    gsplat's antialiased mode (``antialiased``: each item's opacity times
+    composite.compensation), ``eps2d``, the 2D dilation (SPEC 3's 0.3),
+    features ``[N, D]`` or per camera ``[C, N, D]``, and ``median_depth``
+    (a fourth output: composite.median of the camera z)."""
+    C, N = viewmats.shape[0], means.shape[0]
+    H, W = int(height), int(width)
+    viewmats, uv, conic, z, valid, o = _projected(means, quats, scales, opacities, viewmats, Ks, W, H, near, far,
+                                                  camera_model, viewmats_end, shutter, antialiased, eps2d,
+                                                  model_args)
     if sh_degree is not None:
         campos = camera_centres(viewmats)  # [C,3] or [C,N,3]
         d = means[None] - (campos[:, None] if campos.dim() == 2 else campos)
