@@ -43,7 +43,7 @@ def host_figures(run):
     tensor timed in the same windows as a gauge of the host's speed. Why
     spread over seconds: on the H200 machine the host's speed changes over
     time within one process (an eager add_ took 7.5 us of host time in some
-    stretches and 10.5 us in others, for seconds each: docs/benchmarks.md),
+    stretches and 10.5 us in others, for seconds each: benchmarks/RESULTS.md),
     so a few means taken within milliseconds report whichever stretch they
     fell in."""
     if host_us(run, calls=3, warmup=1) > 1000:

@@ -141,7 +141,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     per camera: one call, as for [N, D]. Per-camera SH coefficients
     [C, N, K, 3] (with ``sh_degree``) are rendered one camera a call (one
     call for a trainer's batch of one camera; for C > 1 each call bins its
-    camera alone: docs/benchmarks.md measured 1.3-2.8x the fwd+bwd of
+    camera alone: benchmarks/RESULTS.md measured 1.3-2.8x the fwd+bwd of
     shared colours at C = 3 that way).
 
     Camera models and rolling shutter, which gsplat renders only with
@@ -155,7 +155,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     (the end poses) SPEC 7's shutter. nurec_ops renders these with EWA (SPEC
     6), not the unscented transform: ``with_ut`` / ``with_eval3d`` are
     accepted, with a warning once, and the images differ from gsplat's 3DGUT
-    for large Gaussians near the edge of a wide lens (docs/benchmarks.md: 42.8 dB on
+    for large Gaussians near the edge of a wide lens (benchmarks/RESULTS.md: 42.8 dB on
     a 120-degree FTheta street, 48.6 on a pinhole).
     """
     if radius_clip > 0:

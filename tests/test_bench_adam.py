@@ -1,6 +1,6 @@
 """benchmarks/bench_adam.py --smoke on the CPU: the rig's gradients, the
 visible fraction and the Adam variants' table (the H200 run is in
-docs/benchmarks.md). It needs the real rig's calibration in
+benchmarks/RESULTS.md). It needs the real rig's calibration in
 ../shared/data/ (skipped without it)."""
 import re
 

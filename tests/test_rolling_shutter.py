@@ -164,7 +164,7 @@ def test_own_times_are_fixed_points_on_real_rigs(path, names):
     """At 15 m/s and 3 rad/s with a 30 ms readout, after the SPEC's 10 steps
     the own time of (nearly) every Gaussian in view is a fixed point: its
     pixel at its own time lies in the row whose time it is. Returns the
-    fraction that is not (reported in docs/benchmarks.md)."""
+    fraction that is not (reported in benchmarks/RESULTS.md)."""
     rig, means, V = rig_scene(path, scale=1 / 4, names=names)
     V1 = drive(V, 0.030)
     code, sp = RS.pack("test", V, V1, "top_to_bottom")

@@ -5,7 +5,7 @@ parts S in --parts (0: none), segment_min as set (512) or per entry
 (S:m), interleaved in one process: medians of --rounds rounds, each the mean
 of back-to-back calls. --no-budget lifts the parts' memory budget
 (_SEGMENT_BYTES), which otherwise turns the cut off for large images; --scenes picks scenes
-by name prefix. A maintainer's tool for the cut's defaults (docs/benchmarks.md says what
+by name prefix. A maintainer's tool for the cut's defaults (benchmarks/RESULTS.md says what
 they were set from).
 
     python3 benchmarks/device/bench_parts.py [--parts 16,8,6,4,0 | 16:512,16:256] [--no-budget]

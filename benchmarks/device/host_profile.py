@@ -8,7 +8,7 @@ allocations, the autograd engine, our ops' C++ glue).
 A step whose host time exceeds its device time is host-bound: faster
 kernels do not shorten it (measured on the H200: on a scene of the size of
 examples/gsplat_trainer_swap.py's small one, 1.16 ms of host time per
-camera call; docs/benchmarks.md). The scene here is that example's own: the op alone on its
+camera call; benchmarks/RESULTS.md). The scene here is that example's own: the op alone on its
 eight cameras, the example's own call (one camera through the gsplat front
 end, with its loss), gsplat's same call where gsplat is importable on CUDA,
 and the MCMC noise gsplat's MCMCStrategy adds to each step.

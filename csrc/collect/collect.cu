@@ -62,7 +62,7 @@ extern "C" int nurec_collect_backward_cuda(const nurec_collect_params* p, void* 
         return NUREC_ERR_CUDA;
     if (p->num_gaussians == 0) return NUREC_OK;
     /* (A backward staged through shared memory, as the forward once was, measured
-       slower on the H200, 40 vs 28 us: docs/benchmarks.md.) */
+       slower on the H200, 40 vs 28 us: benchmarks/RESULTS.md.) */
     unsigned b = num_blocks(p->num_gaussians);
     if (p->dtype == NUREC_F32) collect_backward_kernel_f32<<<b, NUREC_COLLECT_THREADS, 0, s>>>(*p);
     else if (p->dtype == NUREC_F64) collect_backward_kernel_f64<<<b, NUREC_COLLECT_THREADS, 0, s>>>(*p);

@@ -55,7 +55,7 @@ NR(collect_forward_kernel)(nurec_collect_params p) {
  * warp loads, computes and stores on its own, so the loads and stores of
  * different warps overlap. (A block-wide shared-memory staging, all of a
  * block's loads, then its compute, then its stores, ran 15.3-16.5 us on the
- * street scene against 14.8-14.9 for this; docs/benchmarks.md.) */
+ * street scene against 14.8-14.9 for this; benchmarks/RESULTS.md.) */
 __device__ __forceinline__ float nurec_pick4(const float v[4], int c) {
     return c == 0 ? v[0] : c == 1 ? v[1] : c == 2 ? v[2] : v[3];
 }

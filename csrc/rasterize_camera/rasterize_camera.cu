@@ -70,7 +70,7 @@ extern "C" {
 #define RC_BWD_DIRECT_LANES 8
 #endif
 /* the same with SPEC 8's absgrad: its own knob. Swept on the H200
-   (docs/benchmarks.md): absgrad's cost on the street camera / lidar was
+   (benchmarks/RESULTS.md): absgrad's cost on the street camera / lidar was
    +4.6% / +4.4% at 4 lanes, +7.1% / +7.1% at 2, +2.0% / +1.7% at 8; with
    two pixels a thread the street's +4.6% at 8, +4.0% at 12 */
 #ifndef RC_BWD_DIRECT_LANES_ABS

@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(RC_PROJ_THREADS) NR(rc_visible_kernel)(nurec_r
  * pass)) in kernels of their own. (Part-major instead, every camera's first
  * parts dispatched before any later part: H200, garden 648 x3
  * 1.372 -> 1.340 ms fwd+bwd, but the street 2.67 -> 2.72 and the 1296 x3
- * garden 2.54 -> 2.63, not kept: docs/benchmarks.md.) */
+ * garden 2.54 -> 2.63, not kept: benchmarks/RESULTS.md.) */
 typedef struct NR(rc_place) {
     int64_t cz, tile, start, end, lo, hi, pix; /* camera; tile; its list; this block's part; pixel */
     int pass, x, y, seg, cell; /* cell: the pixel's place in its tile, row-major (the parts' slots) */

@@ -21,7 +21,7 @@
  * (80 registers, 37.5%): backward 1.14 -> 1.07 ms, forward walk 0.66 ->
  * 0.59, second walk 0.28 -> 0.26. The camera backward's
  * configuration (104 registers, 4 channels per pass) takes 1.48 ms there.
- * Measured on the H200 (street scene, docs/benchmarks.md): blocks of 32
+ * Measured on the H200 (street scene, benchmarks/RESULTS.md): blocks of 32
  * to 256 threads alike; cutting the long lists into 16 parts 5.65 -> 4.25
  * ms forward + backward; culling by the row's slice of each ellipse (walks)
  * and cutting the tile rectangles the same way (binning) 3.71 -> 3.06 ms.
@@ -64,7 +64,7 @@ extern "C" {
 #define RL_BWD_DIRECT_LANES 8
 #endif
 /* the same with SPEC 8's absgrad: its own knob. Swept on the H200
-   (docs/benchmarks.md): absgrad's cost on the street camera / lidar was
+   (benchmarks/RESULTS.md): absgrad's cost on the street camera / lidar was
    +4.6% / +4.4% at 4 lanes, +7.1% / +7.1% at 2, +2.0% / +1.7% at 8 */
 #ifndef RL_BWD_DIRECT_LANES_ABS
 #define RL_BWD_DIRECT_LANES_ABS 8

@@ -213,7 +213,7 @@ NUREC_HD_DEV void NR(rl_bcast)(const NR(rl_entry)* x, int src, NR(rl_entry)* y) 
  * And a block composites one part (segment) of its tile's list. Towards the
  * street's vanishing point ~30,000 Gaussians stack up on the same rays, none
  * of which stops early: one warp compositing them one after another was the
- * kernels' critical path, whatever the tiling (docs/benchmarks.md). A list
+ * kernels' critical path, whatever the tiling (benchmarks/RESULTS.md). A list
  * longer than p.segment_min is cut into up to p.segments parts of at least
  * segment_min entries, each composited from T = 1 by its own blocks; the
  * combine kernel below chains them per ray. The grids are the camera's

@@ -5,7 +5,7 @@
 /* How the sums reach global memory. Defaults on here, which the lidar
  * keeps; rasterize_camera.cu defines both 0 before this file (H200:
  * they cost the cameras 0.3-6% and gain the lidar ~0.6%:
- * docs/benchmarks.md). Set either through NUREC_OPS_NVCC_FLAGS to time a
+ * benchmarks/RESULTS.md). Set either through NUREC_OPS_NVCC_FLAGS to time a
  * build the other way.
  *   NUREC_SPLAT_ONE_ATOMIC: a warp sum's lanes select their destination and
  *     issue one atomic instruction (0: a branch per destination array);

@@ -86,7 +86,7 @@ struct KeyBits {
  * sort of the items and its rank scatter. That is 8-byte keys and two more
  * passes of the big sort, but 5 launches and 3 memsets fewer (CUB's onesweep
  * sort alone is a histogram, a scan and a memset and a kernel per pass): a
- * small call is host-bound (docs/benchmarks.md: the trainer's 20k-
+ * small call is host-bound (benchmarks/RESULTS.md: the trainer's 20k-
  * Gaussian scene, ~1.2 ms of host time per camera fwd+bwd call), a large one
  * is not, and there the ranks' 4-byte keys win (H200, fwd+bwd
  * with depth keys at every size against ranks: garden 648 x3, 1.29 M
