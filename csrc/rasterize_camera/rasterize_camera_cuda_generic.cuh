@@ -35,7 +35,7 @@ NR(rc_project_kernel)(nurec_rasterize_camera_params p) {
 }
 
 /* The visibility op: a thread per Gaussian, its cameras in turn until one
- * would list it (rc_gaussian_visible); kModels as the projection's. */
+ * can draw it (rc_gaussian_visible); kModels as the projection's. */
 template <bool kModels>
 __global__ void __launch_bounds__(RC_PROJ_THREADS) NR(rc_visible_kernel)(nurec_rasterize_camera_params p) {
     const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
