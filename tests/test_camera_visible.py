@@ -30,26 +30,30 @@ def _pinhole(seed):
     return dict(toff.spread_scene(), near=0.3)
 
 
-def _model(name, rolling=None):
+def _model(name):
     def scene(seed):
         s = tm.model_scene(name, N=200, seed=seed)
         s["opacities"][:6] = 1.0 / 300  # never 1/255 anywhere
-        if rolling:
-            s["viewmats_end"] = moved(s["viewmats"])
-            s["shutter"] = rolling
         return s
+    return scene
+
+
+def _rolling(make, shutter):
+    """make's scene with a rolling shutter: its cameras moved by the frame's end."""
+    def scene(seed):
+        s = make(seed)
+        return dict(s, viewmats_end=moved(s["viewmats"]), shutter=shutter)
     return scene
 
 
 SCENES = {
     "pinhole": (_pinhole, ()),
-    "pinhole-rolling": (lambda seed: dict(_pinhole(seed), viewmats_end=moved(_pinhole(seed)["viewmats"]),
-                                          shutter="top_to_bottom"), ()),
+    "pinhole-rolling": (_rolling(_pinhole, "top_to_bottom"), ()),
     "pinhole-antialiased-eps2d": (lambda seed: dict(_pinhole(seed), antialiased=True, eps2d=1.0), ()),
     "opencv": (_model("opencv"), (tm.MODELS["opencv"][0],)),
     "fisheye": (_model("fisheye"), (tm.MODELS["fisheye"][0],)),
     "ftheta": (_model("ftheta"), (tm.MODELS["ftheta"][0],)),
-    "ftheta-rolling": (_model("ftheta", "left_to_right"), (tm.MODELS["ftheta"][0],)),
+    "ftheta-rolling": (_rolling(_model("ftheta"), "left_to_right"), (tm.MODELS["ftheta"][0],)),
 }
 
 

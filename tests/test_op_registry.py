@@ -101,8 +101,9 @@ def assert_tests_something(case, outs, grads):
     assert fl or masks, f"{case}: no floating or bool output to look at"
     if fl:
         assert any((o.detach().abs() > 0).any() for o in fl), f"{case}: every output is zero; the case tests nothing"
-    for m in masks if not fl else ():  # a row of masks only (camera_visible): one value would test nothing
-        assert m.any() and not m.all(), f"{case}: a mask all {bool(m.any())}; the case tests nothing"
+    else:  # a row of masks only (camera_visible): a mask of one value would test nothing
+        for m in masks:
+            assert m.any() and not m.all(), f"{case}: a mask all {bool(m.any())}; the case tests nothing"
     if grads:
         assert all(g is not None for g in grads.values()), f"{case}: no gradient for {[k for k, g in grads.items() if g is None]}"
         assert any((g.abs() > 0).any() for g in grads.values()), f"{case}: every gradient is zero"
