@@ -80,6 +80,20 @@ void* host_address(const char* op, const char* name, const Tensor& t) {
     return device;
 }
 
+// Runs an offload op's launcher on index's device and raises on a failed
+// status. On CUDA, `rebind` first swaps the host tables' addresses in p for
+// the ones the device reaches them at (host_address), which needs that
+// device current.
+template <class P, class Rebind>
+void launch_rows(const char* op, const Tensor& index, P& p, int (*cpu)(const P*),
+                 typename CudaLauncher<P>::type cuda, Rebind&& rebind) {
+    const int st = index.is_cpu() ? cpu(&p) : on_device(op, index, [&](void* stream) {
+        rebind();
+        return cuda(&p, stream);
+    });
+    check_status(op, st);
+}
+
 // rows[k] = table[index[k]]: zeros for -1, NaN for any other entry outside
 // [0, N).
 Tensor gather_rows(Tensor table, Tensor index) {
@@ -99,12 +113,9 @@ Tensor gather_rows(Tensor table, Tensor index) {
     p.table = table.data_ptr();
     p.index = (const int64_t*)index.data_ptr();
     p.rows = rows.data_ptr();
-    CudaLauncher<nurec_gather_rows_params>::type cuda = NUREC_CUDA_ONLY(nurec_gather_rows_cuda);
-    const int st = index.is_cpu() ? nurec_gather_rows_cpu(&p) : on_device(op, index, [&](void* stream) {
+    launch_rows(op, index, p, nurec_gather_rows_cpu, NUREC_CUDA_ONLY(nurec_gather_rows_cuda), [&] {
         if (host) p.table = host_address(op, "table", table);
-        return cuda(&p, stream);
     });
-    check_status(op, st);
     return rows;
 }
 
@@ -190,16 +201,12 @@ Tensor adam_rows_(Tensor param, Tensor exp_avg, Tensor exp_avg_sq, Tensor index,
     p.weight_decay = weight_decay;
     Tensor status = empty_dense(index, {1}, aoti_torch_dtype_int64());
     p.status = (int64_t*)status.data_ptr();
-    CudaLauncher<nurec_adam_rows_params>::type cuda = NUREC_CUDA_ONLY(nurec_adam_rows_cuda);
-    const int st = index.is_cpu() ? nurec_adam_rows_cpu(&p) : on_device(op, index, [&](void* stream) {
-        if (host) {
-            p.param = host_address(op, "param", param);
-            p.exp_avg = host_address(op, "exp_avg", exp_avg);
-            p.exp_avg_sq = host_address(op, "exp_avg_sq", exp_avg_sq);
-        }
-        return cuda(&p, stream);
+    launch_rows(op, index, p, nurec_adam_rows_cpu, NUREC_CUDA_ONLY(nurec_adam_rows_cuda), [&] {
+        if (!host) return;
+        p.param = host_address(op, "param", param);
+        p.exp_avg = host_address(op, "exp_avg", exp_avg);
+        p.exp_avg_sq = host_address(op, "exp_avg_sq", exp_avg_sq);
     });
-    check_status(op, st);
     return status;
 }
 // table[index[k]] = rows[k], in place (a cache's write-back). Returns the
@@ -225,12 +232,9 @@ Tensor put_rows_(Tensor table, Tensor index, Tensor rows) {
     p.rows = rows.data_ptr();
     Tensor status = empty_dense(index, {1}, aoti_torch_dtype_int64());
     p.status = (int64_t*)status.data_ptr();
-    CudaLauncher<nurec_put_rows_params>::type cuda = NUREC_CUDA_ONLY(nurec_put_rows_cuda);
-    const int st = index.is_cpu() ? nurec_put_rows_cpu(&p) : on_device(op, index, [&](void* stream) {
+    launch_rows(op, index, p, nurec_put_rows_cpu, NUREC_CUDA_ONLY(nurec_put_rows_cuda), [&] {
         if (host) p.table = host_address(op, "table", table);
-        return cuda(&p, stream);
     });
-    check_status(op, st);
     return status;
 }
 // =============================================================== end offload

@@ -47,6 +47,15 @@ NUREC_HD int nurec_footprint_init(nurec_footprint* f, double u, double v, double
     return 1;
 }
 
+/* The footprint's edge at row offset dy from its centre: its right edge
+ * for side = +1, its left for -1 (where the row misses the ellipse, its
+ * centre line u - k dy). Times 1 / A, not over A: a double division is a
+ * ~40-instruction routine on the GPU, and a row's two of them were most of
+ * its slice. */
+NUREC_HD double nurec_footprint_x_at(const nurec_footprint* f, double dy, double side) {
+    return f->u - f->k * dy + side * sqrt(fmax(f->thr - dy * dy * f->q, 0.0) * f->inv_a);
+}
+
 /* Tile columns [*tx0, *tx1] touched in tile row ty; returns 0 if none. */
 NUREC_HD int nurec_footprint_row(const nurec_footprint* f, int ty, int width, int* tx0,
                                  int* tx1) {
@@ -55,13 +64,9 @@ NUREC_HD int nurec_footprint_row(const nurec_footprint* f, int ty, int width, in
     if (r1 > f->py1) r1 = f->py1;
     if (r0 > r1) return 0;
     double a = (double)r0 + 0.5 - f->v, b = (double)r1 + 0.5 - f->v;
-    const double k = f->k, q = f->q; /* the same quotients, divided once per footprint */
+    /* the band's widest rows: where each edge is furthest out */
     double dr = nurec_clampd(f->dy_right, a, b), dl = nurec_clampd(-f->dy_right, a, b);
-    /* times 1 / A, not over A: a double division is a ~40-instruction
-       routine on the GPU, and a row's two of them were most of its slice */
-    double xr = f->u - k * dr + sqrt(fmax(f->thr - dr * dr * q, 0.0) * f->inv_a);
-    double xl = f->u - k * dl - sqrt(fmax(f->thr - dl * dl * q, 0.0) * f->inv_a);
-    double lo = ceil(xl - 0.5), hi = floor(xr - 0.5);
+    double lo = ceil(nurec_footprint_x_at(f, dl, -1.0) - 0.5), hi = floor(nurec_footprint_x_at(f, dr, 1.0) - 0.5);
     if (!(lo <= hi && hi >= 0.0 && lo <= (double)(width - 1))) return 0;
     *tx0 = (int)fmax(lo, 0.0) / NUREC_TILE;
     *tx1 = (int)fmin(hi, (double)(width - 1)) / NUREC_TILE;
@@ -85,10 +90,10 @@ NUREC_HD int64_t nurec_footprint_count(const nurec_footprint* f, int width) {
  * two rows of centres can still be listed (and then draws nothing). */
 NUREC_HD int nurec_footprint_any_cell(const nurec_footprint* f, int width) {
     for (int py = f->py0; py <= f->py1; ++py) {
-        const double dy = (double)py + 0.5 - f->v, s = f->thr - dy * dy * f->q;
-        if (!(s >= 0.0)) continue;
-        const double h = sqrt(s * f->inv_a), x = f->u - f->k * dy;
-        const double lo = fmax(ceil(x - h - 0.5), 0.0), hi = fmin(floor(x + h - 0.5), (double)(width - 1));
+        const double dy = (double)py + 0.5 - f->v;
+        if (!(f->thr - dy * dy * f->q >= 0.0)) continue; /* the row misses the ellipse */
+        const double lo = fmax(ceil(nurec_footprint_x_at(f, dy, -1.0) - 0.5), 0.0);
+        const double hi = fmin(floor(nurec_footprint_x_at(f, dy, 1.0) - 0.5), (double)(width - 1));
         if (lo <= hi) return 1;
     }
     return 0;
