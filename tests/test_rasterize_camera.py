@@ -424,6 +424,52 @@ def test_per_camera_features_are_each_cameras_own(D, device):
         assert_close(leaves[k].grad, summed[k], torch.float64, msg=k)
 
 
+@gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("absgrad", [False, True])
+def test_three_channels_backward_as_four(dtype, absgrad):
+    """On CUDA an absgrad call of exactly 3 channels runs a backward kernel
+    built for 3 (kCh = 3); with a fourth, zero channel the same scene takes
+    the RC_CH one (as every plain call does). Large Gaussians, so that most
+    entries' sums take the warp's path (the plain kernel's halving
+    reduction) and long lists are cut into parts. The two must agree:
+    outputs, every gradient, absgrad; the zero channel's feature gradient
+    exactly 0."""
+    s = to(random_scene(N=3000, C=2, W=96, H=64, D=3), "cuda", dtype, grad=False)
+    s["scales"] = s["scales"] * 2.5
+    keys = ("means", "quats", "scales", "opacities")
+    f3 = s["features"]
+    f4 = torch.cat([f3, torch.zeros_like(f3[:, :1])], 1)
+    cot = None
+    results = []
+    for feats in (f3, f4):
+        leaves = {k: s[k].detach().clone().requires_grad_(True) for k in keys}
+        leaves["features"] = feats.detach().clone().requires_grad_(True)
+        out = run(nurec_ops.rasterize_camera, dict(s, **leaves, return_meta=absgrad, means2d_grad=absgrad,
+                                                   absgrad=absgrad))
+        img, rest = out[0], list(out[1:3])
+        if cot is None:
+            cot = [torch.randn_like(img)] + [torch.randn_like(o) for o in rest]
+        g_img = cot[0] if feats.shape[1] == 3 else torch.cat([cot[0], torch.zeros_like(cot[0][..., :1])], -1)
+        loss = (img * g_img).sum() + sum((o * c).sum() for o, c in zip(rest, cot[1:]))
+        loss.backward()
+        meta = out[3] if absgrad else None
+        results.append((img[..., :3].detach(), [o.detach() for o in rest], leaves,
+                        meta.means2d.absgrad.detach() if absgrad else None))
+    (i3, r3, l3, a3), (i4, r4, l4, a4) = results
+    assert_close(i3, i4, dtype, msg="image")
+    for k, (a, b) in enumerate(zip(r3, r4)):
+        assert_close(a, b, dtype, msg=f"output {k + 1}")
+    for k in keys:
+        assert_close(l3[k].grad, l4[k].grad, dtype, factor=5.0, msg=f"{k}' gradient")
+    assert_close(l3["features"].grad, l4["features"].grad[:, :3], dtype, factor=5.0, msg="features' gradient")
+    assert torch.equal(l4["features"].grad[:, 3], torch.zeros_like(l4["features"].grad[:, 3]))
+    assert l3["means"].grad.abs().sum() > 0
+    if absgrad:
+        assert_close(a3, a4, dtype, factor=5.0, msg="absgrad")
+        assert a3.abs().sum() > 0
+
+
 # ------------------------------------------------------------------ errors
 
 ERRORS = [

@@ -93,6 +93,17 @@ extern "C" {
 #error "splat_warp_add sums at most 16 values: 7 record values + RC_CH channels + 2 absgrad"
 #endif
 
+/* 1: an absgrad call of exactly 3 channels (RGB, SH colours) runs the
+   backward kernel built for 3 (kCh = 3: no fourth, zero channel in every
+   pixel's VJP and the warp's sums); 0: the RC_CH one. H100, fwd+bwd of the
+   street camera with absgrad: 1.803-1.808 ms against 1.823-1.825. The
+   plain backward keeps RC_CH: there its 3-channel build (SASS loop 344 ->
+   328 instructions) was slower, street 1.740 -> 1.790 ms, 1944 garden x3
+   3.52 -> 3.53-3.65 (benchmarks/RESULTS.md, "Tried and not kept"). */
+#ifndef RC_BWD_CH3
+#define RC_BWD_CH3 1
+#endif
+
 /* tiles/splat_warp_cuda_generic.cuh's atomics switches, the camera's own
    defaults: off (H200, fwd+bwd with two pixels a thread: off /
    on, street 2.669 / 2.677 ms, garden 648 x3 1.370 / 1.387, garden 1944 x3
@@ -122,18 +133,30 @@ int num_passes(const nurec_rasterize_camera_params* p) {
 
 int64_t tiles_per_image(const nurec_rasterize_camera_params* p) { return (int64_t)p->tiles_x * p->tiles_y; }
 
-// Carveout preferences of the walks, each kernel on both grids (<kAbs, kList> for the backward).
+// Carveout preferences of the walks, each kernel on both grids (<kAbs, kCh, kList> for the backward).
+#define RC_BWD_KERNELS(kernel, kCh) NUREC_SPLAT_BOTH_GRIDS(kernel, false, kCh), NUREC_SPLAT_BOTH_GRIDS(kernel, true, kCh)
 void set_carveouts(void) {
     static bool done = false;
     static const void* const fwd[] = {NUREC_SPLAT_BOTH_GRIDS(rc_forward_kernel_f32, false),
                                       NUREC_SPLAT_BOTH_GRIDS(rc_forward_kernel_f32, true),
                                       NUREC_SPLAT_BOTH_GRIDS(rc_forward_kernel_f64, false),
                                       NUREC_SPLAT_BOTH_GRIDS(rc_forward_kernel_f64, true)};
-    static const void* const bwd[] = {NUREC_SPLAT_BOTH_GRIDS(rc_backward_kernel_f32, false),
-                                      NUREC_SPLAT_BOTH_GRIDS(rc_backward_kernel_f32, true),
-                                      NUREC_SPLAT_BOTH_GRIDS(rc_backward_kernel_f64, false),
-                                      NUREC_SPLAT_BOTH_GRIDS(rc_backward_kernel_f64, true)};
+    static const void* const bwd[] = {RC_BWD_KERNELS(rc_backward_kernel_f32, RC_CH), NUREC_SPLAT_BOTH_GRIDS(rc_backward_kernel_f32, true, 3),
+                                      RC_BWD_KERNELS(rc_backward_kernel_f64, RC_CH), NUREC_SPLAT_BOTH_GRIDS(rc_backward_kernel_f64, true, 3)};
     nurec_splat_set_carveouts(&done, fwd, RC_FWD_CARVEOUT, bwd, RC_BWD_CARVEOUT);
+}
+
+// The backward's walk in its kernel: precision, absgrad, kCh channels a pass.
+template <bool kAbs, int kCh>
+void backward_walk_as(const nurec_rasterize_camera_params& q, bool f64, int passes, cudaStream_t s) {
+    const int64_t C = q.num_cameras;
+    const unsigned th = RC_BWD_THREADS;
+    if (f64)
+        nurec_splat_walk(rc_backward_kernel_f64<kAbs, kCh, false>, rc_backward_kernel_f64<kAbs, kCh, true>, q, C,
+                         passes, 1, th, s, false, passes);
+    else
+        nurec_splat_walk(rc_backward_kernel_f32<kAbs, kCh, false>, rc_backward_kernel_f32<kAbs, kCh, true>, q, C,
+                         passes, 1, th, s, false, passes);
 }
 
 /* One of the forward's walks (fixup: the second, where a pixel's cut-off
@@ -260,23 +283,9 @@ extern "C" int nurec_rasterize_camera_backward_cuda(const nurec_rasterize_camera
     if (C > 0 && p->width > 0 && p->height > 0 && p->channels > 0) {
         int passes = num_passes(p);
         if (nurec_splat_later_parts(*p_in, C * tiles_per_image(p), s) != cudaSuccess) return NUREC_ERR_CUDA;
-        const bool ab = p->absgrad != 0;
-        const unsigned th = RC_BWD_THREADS;
-        if (f64) {
-            if (ab)
-                nurec_splat_walk(rc_backward_kernel_f64<true, false>, rc_backward_kernel_f64<true, true>, q, C, passes, 1,
-                                 th, s, false, passes);
-            else
-                nurec_splat_walk(rc_backward_kernel_f64<false, false>, rc_backward_kernel_f64<false, true>, q, C, passes,
-                                 1, th, s, false, passes);
-        } else {
-            if (ab)
-                nurec_splat_walk(rc_backward_kernel_f32<true, false>, rc_backward_kernel_f32<true, true>, q, C, passes, 1,
-                                 th, s, false, passes);
-            else
-                nurec_splat_walk(rc_backward_kernel_f32<false, false>, rc_backward_kernel_f32<false, true>, q, C, passes,
-                                 1, th, s, false, passes);
-        }
+        if (!p->absgrad) backward_walk_as<false, RC_CH>(q, f64, passes, s);
+        else if (RC_BWD_CH3 && p->channels == 3) backward_walk_as<true, 3>(q, f64, passes, s); /* RGB, SH colours */
+        else backward_walk_as<true, RC_CH>(q, f64, passes, s);
         if (ok() != NUREC_OK) return NUREC_ERR_CUDA;
     }
     if (N > 0) {

@@ -409,8 +409,11 @@ NR(rc_combine_kernel)(nurec_rasterize_camera_params p, int phase) {
  * size. */
 /* kAbs: SPEC 8's absgrad is written (a build of its own, so that the plain
  * backward keeps its registers and stack: with a runtime test its f32
- * build spilled 8 bytes more) */
-template <bool kAbs, bool kList>
+ * build spilled 8 bytes more). kCh: channels a pass, RC_CH, or 3 for an
+ * absgrad call of exactly 3 channels (rasterize_camera.cu's RC_BWD_CH3),
+ * which then carries no fourth, zero channel through every pixel's VJP and
+ * the lane sums. */
+template <bool kAbs, int kCh, bool kList>
 __global__ void __launch_bounds__(RC_BWD_THREADS, sizeof(real_t) == 4 ? RC_BWD_MIN_BLOCKS_F32 : RC_BWD_MIN_BLOCKS_F64)
 NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     __shared__ __align__(16) real_t s_e[RC_BWD_BATCH * RC_ENTRY]; /* exponent's terms, features: as the forward's */
@@ -422,7 +425,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     const int tid = threadIdx.x, lane = tid & 31;
     /* each pixel's state: the transmittance, output gradients and the suffix
        sums of its sweep (splat_composite_vjp) */
-    real_t T[RC_BWD_PIX], gf[RC_BWD_PIX][RC_CH], S[RC_BWD_PIX][RC_CH], gz[RC_BWD_PIX], gTa[RC_BWD_PIX],
+    real_t T[RC_BWD_PIX], gf[RC_BWD_PIX][kCh], S[RC_BWD_PIX][kCh], gz[RC_BWD_PIX], gTa[RC_BWD_PIX],
         Sz[RC_BWD_PIX], ly[RC_BWD_PIX];
     int32_t last[RC_BWD_PIX];
     unsigned wmask = 0;
@@ -435,19 +438,19 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
         wmask |= 1u << rc_bwd_group(tid, h);
         const int64_t cz = w.cz, pix = w.pix;
         const int64_t D = p.channels;
-        const int c0 = w.pass * RC_CH;
-        const int nch = D - c0 < RC_CH ? (int)(D - c0) : RC_CH;
+        const int c0 = w.pass * kCh;
+        const int nch = D - c0 < kCh ? (int)(D - c0) : kCh;
         ly[h] = (real_t)(w.y - w.y0) - (real_t)7.5; /* from the tile's centre, as the forward's */
         T[h] = gz[h] = gTa[h] = Sz[h] = 0;
         last[h] = 0;
-        for (int q = 0; q < RC_CH; ++q) gf[h][q] = S[h][q] = 0;
+        for (int q = 0; q < kCh; ++q) gf[h][q] = S[h][q] = 0;
         if (!w.inside) continue;
         const real_t T_final = ((const real_t*)p.final_T)[pix];
         T[h] = T_final;
         last[h] = p.last[pix];
         const real_t* g = (const real_t*)p.grad_render + D * pix + c0;
         const real_t* bg = (const real_t*)p.backgrounds;
-        for (int q = 0; q < RC_CH; ++q) {
+        for (int q = 0; q < kCh; ++q) {
             if (q >= nch) continue;
             gf[h][q] = g[q];
             S[h][q] = bg ? T_final * bg[cz * D + c0 + q] : (real_t)0;
@@ -455,7 +458,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
         if (w.multi) { /* a part: from T after it and what lies behind it (the combine's suffix sums) */
             const int64_t at = nurec_splat_part_at<RC_BLOCK>(p, w.tile, w.start, w.cell, w.seg);
             const real_t* st = (const real_t*)p.seg_state + (D + 2) * at;
-            for (int q = 0; q < RC_CH; ++q)
+            for (int q = 0; q < kCh; ++q)
                 if (q < nch) S[h][q] += st[c0 + q];
             Sz[h] = st[D];
             T[h] = st[D + 1];
@@ -467,9 +470,9 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     }
     const int64_t start = w.start, lo = w.lo;
     const int pass = w.pass;
-    const int64_t D = p.channels, N = p.num_gaussians;
-    const int c0 = pass * RC_CH;
-    const int nch = D - c0 < RC_CH ? (int)(D - c0) : RC_CH;
+    const int64_t D = p.channels;
+    const int c0 = pass * kCh;
+    const int nch = D - c0 < kCh ? (int)(D - c0) : kCh;
     const int sh = p.sh_degree >= 0;
     const real_t lx = (real_t)(w.x - w.x0) - (real_t)7.5; /* the same column for every pixel of the thread */
     const real_t xc = (real_t)(w.x0 + NUREC_TILE / 2), yc = (real_t)(w.y0 + NUREC_TILE / 2);
@@ -509,7 +512,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             s_uv[2 * i + 1] = r[NUREC_TREC_V] - yc;
             const real_t* f = sh ? (const real_t*)p.colors + 3 * it
                                  : (const real_t*)p.features + D * NUREC_RC_FEATURE_ROW(p, it);
-            for (int k = 0; k < RC_CH; ++k) e[NUREC_TREC_SIZE + k] = k < nch ? f[c0 + k] : (real_t)0;
+            for (int k = 0; k < kCh; ++k) e[NUREC_TREC_SIZE + k] = k < nch ? f[c0 + k] : (real_t)0;
         }
         __syncthreads();
         /* the batch's entries whose box meets this warp's pixels (rc_stage_warps), in order */
@@ -519,8 +522,8 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             const real_t* r = s_e + RC_ENTRY * k;
             const int32_t rel = e_end - 1 - k;
             const unsigned bits = (unsigned)r[NUREC_TREC_THR];
-            real_t v[7 + RC_CH], av[2] = {0, 0};
-            for (int q = 0; q < 7 + RC_CH; ++q) v[q] = 0;
+            real_t v[7 + kCh], av[2] = {0, 0};
+            for (int q = 0; q < 7 + kCh; ++q) v[q] = 0;
             bool contrib = false;
 #pragma unroll
             for (int h = 0; h < RC_BWD_PIX; ++h) {
@@ -530,7 +533,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
                 if (NR(splat_alpha_ldl)(r, lx, ly[h], &a, &oa, &qe, &t, &wq)) {
                     contrib = true;
                     real_t wt, gp[6] = {0, 0, 0, 0, 0, 0};
-                    real_t ga = NR(splat_composite_vjp)(a, r + NUREC_TREC_SIZE, RC_CH, r[NUREC_TREC_DEPTH], gf[h],
+                    real_t ga = NR(splat_composite_vjp)(a, r + NUREC_TREC_SIZE, kCh, r[NUREC_TREC_DEPTH], gf[h],
                                                      gz[h], gTa[h], &T[h], S[h], &Sz[h], &wt);
                     const real_t dx = lx - s_uv[2 * k], dy = ly[h] - s_uv[2 * k + 1];
                     NR(splat_alpha_vjp_ldl)(r, oa, t, wq, dx, dy, ga, gp);
@@ -540,7 +543,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
                         av[1] += R_FABS(gp[1]);
                     }
                     v[6] += wt * gz[h];
-                    for (int q = 0; q < RC_CH; ++q) v[7 + q] += wt * gf[h][q];
+                    for (int q = 0; q < kCh; ++q) v[7 + q] += wt * gf[h][q];
                 }
             }
             const unsigned mask = __ballot_sync(0xffffffffu, contrib);
@@ -553,9 +556,9 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             real_t* ga = kAbs ? g + NUREC_SPLAT_GREC_ABS : (real_t*)0;
             if (__popc(mask) > (kAbs ? RC_BWD_DIRECT_LANES_ABS : RC_BWD_DIRECT_LANES)) {
                 /* many pixels of the warp: the warp's sums, one atomic per value */
-                NR(splat_warp_add)(v, RC_CH, lane, g, pass == 0 ? 7 : 6, gc, nch, ga, av);
+                NR(splat_warp_add)<kCh>(v, lane, g, pass == 0 ? 7 : 6, gc, nch, ga, av);
             } else if (contrib) {
-                NR(splat_lane_add)(v, RC_CH, g, pass == 0 ? 7 : 6, gc, nch, ga, av);
+                NR(splat_lane_add)(v, kCh, g, pass == 0 ? 7 : 6, gc, nch, ga, av);
             }
         }
     }

@@ -82,6 +82,13 @@ extern "C" {
 #error "splat_warp_add sums at most 16 values: 7 record values + RL_CH channels + 2 absgrad"
 #endif
 
+/* tiles/splat_warp_cuda_generic.cuh's warp sums by recursive halving: off
+   for the lidar (sm_90 SASS: its backward's loops one instruction longer
+   with it, 16 bytes more spilled; the camera's 11 instructions shorter) */
+#ifndef NUREC_SPLAT_HALVING
+#define NUREC_SPLAT_HALVING 0
+#endif
+
 #include "tiles/splat_combine_cuda.cuh"
 #include "tiles/splat_median_cuda.cuh"
 #include "tiles/splat_parts_grid_cuda.cuh"

@@ -495,7 +495,7 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
             /* SPEC 8's absgrad, in the record's row (the glue allows it with one pass of channels) */
             real_t* ga = kAbs ? g + NUREC_SPLAT_GREC_ABS : (real_t*)0;
             if (__popc(cm) > (kAbs ? RL_BWD_DIRECT_LANES_ABS : RL_BWD_DIRECT_LANES)) {
-                NR(splat_warp_add)(v, RL_CH, lane, g, pass == 0 ? 7 : 6, gc, nch, ga, (const real_t*)0);
+                NR(splat_warp_add)<RL_CH>(v, lane, g, pass == 0 ? 7 : 6, gc, nch, ga, (const real_t*)0);
             } else if (contrib) {
                 NR(splat_lane_add)(v, RL_CH, g, pass == 0 ? 7 : 6, gc, nch, ga, (const real_t*)0);
             }

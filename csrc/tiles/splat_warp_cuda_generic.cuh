@@ -42,6 +42,18 @@
 #endif
 #define NUREC_SPLAT_DIAG_SENTINEL (-1.2345e30)
 
+/* Without absgrad, the warp's sums by recursive halving
+ * (NR(splat_warp_reduce_n): fewer shuffles where fewer than 16 values are
+ * summed) instead of the 16-value butterfly (0), which absgrad keeps (its
+ * pair of totals in one float2 from lanes two apart). On here, which the
+ * camera keeps (sm_90 SASS: its backward's loop 355 -> 344 instructions;
+ * H100, fwd+bwd against the butterfly: street 1.751 -> 1.740 ms, garden
+ * 648 x3 1.162 -> 1.157, garden 1944 x3 3.574 -> 3.520);
+ * rasterize_lidar.cu defines it 0. */
+#ifndef NUREC_SPLAT_HALVING
+#define NUREC_SPLAT_HALVING 1
+#endif
+
 #ifndef NUREC_SPLAT_REDUCED_INDEX
 #define NUREC_SPLAT_REDUCED_INDEX
 /* Which of the 16 values lane l holds after NR(splat_warp_reduce16): bits
@@ -76,6 +88,47 @@ NUREC_HD_DEV real_t NR(splat_warp_reduce16)(real_t a[16], int lane) {
     return a[0] + __shfl_xor_sync(0xffffffffu, a[0], 1);
 }
 
+/* The same sums for N <= 16 values, N known at compile time, by recursive
+ * halving: at each round a lane keeps h = ceil(n / 2) of its n slots and
+ * sends the other half to its partner (a slot past n is a zero), so the
+ * rounds over lane distances 16, 8, 4, 2 shuffle ceil(N / 2), then about
+ * half as many each, and the last round 1: 13 shuffles for the camera's 11
+ * values, 12 for the lidar's 9, where NR(splat_warp_reduce16) always shuffles
+ * 16. Each value's partial sums are over the same lanes, added in the same
+ * order, as NR(splat_warp_reduce16)'s: the same totals, bit for bit. On
+ * return the lane holds the total of value *id (lanes l and l ^ 1 the same
+ * one), or *id = N: a lane left with a zero slot. a is overwritten. */
+#define NUREC_SPLAT_HALVE(a, lane, o, n, h)                                    \
+    do {                                                                       \
+        const bool hi_ = ((lane) & (o)) != 0;                                  \
+        _Pragma("unroll") for (int k_ = 0; k_ < (h); ++k_) {                   \
+            const real_t far_ = k_ + (h) < (n) ? (a)[k_ + (h)] : (real_t)0;    \
+            const real_t send_ = hi_ ? (a)[k_] : far_;                         \
+            const real_t keep_ = hi_ ? far_ : (a)[k_];                         \
+            (a)[k_] = keep_ + __shfl_xor_sync(0xffffffffu, send_, (o));        \
+        }                                                                      \
+    } while (0)
+
+template <int N>
+NUREC_HD_DEV real_t NR(splat_warp_reduce_n)(real_t a[16], int lane, int* id) {
+    static_assert(N >= 1 && N <= 16, "16 values at most: the rounds over 16, 8, 4, 2 leave one");
+    constexpr int h16 = (N + 1) / 2, h8 = (h16 + 1) / 2, h4 = (h8 + 1) / 2, h2 = (h4 + 1) / 2;
+    NUREC_SPLAT_HALVE(a, lane, 16, N, h16);
+    NUREC_SPLAT_HALVE(a, lane, 8, h16, h8);
+    NUREC_SPLAT_HALVE(a, lane, 4, h8, h4);
+    NUREC_SPLAT_HALVE(a, lane, 2, h4, h2);
+    /* the slot back through the rounds: a hi lane kept slot k + h of n */
+    int k = (lane & 2) ? h2 : 0;
+    bool ok = k < h4;
+    k += (lane & 4) ? h4 : 0;
+    ok = ok && k < h8;
+    k += (lane & 8) ? h8 : 0;
+    ok = ok && k < h16;
+    k += (lane & 16) ? h16 : 0;
+    *id = ok && k < N ? k : N;
+    return a[0] + __shfl_xor_sync(0xffffffffu, a[0], 1);
+}
+
 /* Adds the warp's sums of one Gaussian's gradient to global memory. v holds
  * 7 record values, then nfs feature slots: record values q < n_rec go to
  * g_rec[q], features f < n_feat to g_feat[f], and when g_abs is not NULL
@@ -85,12 +138,34 @@ NUREC_HD_DEV real_t NR(splat_warp_reduce16)(real_t a[16], int lane) {
  * shuffles sum 16 values either way); one atomic per value, issued by 16
  * lanes at once (g_abs is the record row's slots 8, 9: tiles/splat.h's
  * NUREC_SPLAT_GREC_ABS). Every lane of the warp must call it. */
-NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int nfs, int lane, real_t* g_rec, int n_rec,
-                                     real_t* g_feat, int n_feat, real_t* g_abs, const real_t* av) {
-    const int nv = 7 + nfs;
+template <int NFS>
+NUREC_HD_DEV void NR(splat_warp_add)(const real_t* v, int lane, real_t* g_rec, int n_rec, real_t* g_feat,
+                                     int n_feat, real_t* g_abs, const real_t* av) {
+    constexpr int nfs = NFS, nv = 7 + NFS;
     real_t a[16];
 #pragma unroll
     for (int q = 0; q < 16; ++q) a[q] = q < nv ? v[q] : (real_t)0;
+#if NUREC_SPLAT_HALVING
+    if (!g_abs) { /* without absgrad (a literal NULL in the plain builds: this branch only) */
+        int q;
+        const real_t total = NR(splat_warp_reduce_n)<nv>(a, lane, &q);
+#if NUREC_SPLAT_DIAG_SKIP_ATOMICS
+        if (total != (real_t)NUREC_SPLAT_DIAG_SENTINEL) return;
+#endif
+        if ((lane & 1) != 0 || q >= nv) return; /* q = nv: a zero slot */
+#if NUREC_SPLAT_ONE_ATOMIC
+        real_t* dst = q < 7 ? (q < n_rec ? g_rec + q : (real_t*)0) : (q - 7 < n_feat ? g_feat + (q - 7) : (real_t*)0);
+        if (dst) atomicAdd(dst, total);
+#else
+        if (q < 7) {
+            if (q < n_rec) atomicAdd(g_rec + q, total);
+        } else if (q - 7 < n_feat) {
+            atomicAdd(g_feat + (q - 7), total);
+        }
+#endif
+        return;
+    }
+#endif
     if (g_abs) {
         a[nv] = av ? av[0] : R_FABS(v[0]);
         a[nv + 1] = av ? av[1] : R_FABS(v[1]);
