@@ -1,6 +1,7 @@
 """The camera's long lists cut into parts, swept: fwd+bwd of scenes of
 different tile counts (gsplat's garden at 648x420 and 1296x840 with 1 and 3
-cameras, the street camera at 960x540 and 1920x1080) with the number of
+cameras, the street camera at 960x540 and 1920x1080, and 1920x1080 with a
+second camera 3 m ahead) with the number of
 parts S in --parts (0: none), segment_min as set (512) or per entry
 (S:m), interleaved in one process: medians of --rounds rounds, each the mean
 of back-to-back calls. --no-budget lifts the parts' memory budget
@@ -40,6 +41,17 @@ def rescaled(sc, s):
     return d
 
 
+def with_camera_ahead(sc, metres):
+    """sc's camera and a second one `metres` further along its view axis
+    (a car's two frames, one call)."""
+    d = dict(sc)
+    V2 = sc["viewmats"].clone()
+    V2[:, 2, 3] -= metres  # world points `metres` closer in camera z
+    d["viewmats"] = torch.cat([sc["viewmats"], V2]).contiguous()
+    d["Ks"] = torch.cat([sc["Ks"], sc["Ks"]]).contiguous()
+    return d
+
+
 def parse_config(text):
     """'S' or 'S:m' (parts, segment_min; m defaults to the module's)."""
     S, _, m = text.partition(":")
@@ -58,7 +70,8 @@ def main():
     g1, g2, g3 = (garden("cuda", torch.float32, k) for k in (1, 2, 3))
     st = street("cuda", torch.float32)
     scenes = {"garden 648 x1": first_cameras(g1, 1), "garden 648 x3": g1, "garden 1296 x1": first_cameras(g2, 1),
-              "street 960x540": rescaled(st, 0.5), "street 1920x1080": st, "garden 1296 x3": g2,
+              "street 960x540": rescaled(st, 0.5), "street 1920x1080": st,
+              "street 1920x1080 x2": with_camera_ahead(st, 3.0), "garden 1296 x3": g2,
               "garden 1944 x3": g3}
     if a.scenes:
         keep = [k.strip() for k in a.scenes.split(",")]
