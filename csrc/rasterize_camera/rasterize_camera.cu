@@ -60,7 +60,12 @@ extern "C" {
 #define RC_BWD_MIN_BLOCKS_F64 2
 #else
 #ifndef RC_BWD_MIN_BLOCKS_F32
-#define RC_BWD_MIN_BLOCKS_F32 7            /* 128 x 7 blocks: 72 registers, no spills (8: 64 and 8 bytes of spills) */
+/* 128 x 8 blocks: 64 registers, no spills, 50% occupancy, since a pixel's
+   state holds one suffix sum (splat_composite_vjp's P) where it held one a
+   channel (7 blocks took 72 registers then, and 8 spilled); H100, fwd+bwd
+   against 7 blocks of the same tree: 1944 garden x3 3.19-3.21 -> 3.13 ms,
+   street 1.64-1.67 -> 1.63-1.66 */
+#define RC_BWD_MIN_BLOCKS_F32 8
 #endif
 #define RC_BWD_MIN_BLOCKS_F64 4
 #endif
@@ -77,10 +82,11 @@ extern "C" {
 #define RC_BWD_DIRECT_LANES_ABS 12
 #endif
 #ifndef RC_BWD_CARVEOUT
-/* percent of L1 as shared memory: 7 blocks' batches (RC_BWD_BATCH entries
+/* percent of L1 as shared memory: 8 blocks' batches (RC_BWD_BATCH entries
    of RC_ENTRY values, their ul, vl, item and colour row: 18 KB in float32)
-   and 1 KB each, 133 KB; 60% (137 KB) held them before the ul, vl (119) */
-#define RC_BWD_CARVEOUT 62
+   and 1 KB each, 152 KB: 70% of sm_90's 228 KB (62% held the 7 blocks of
+   before, 133 KB) */
+#define RC_BWD_CARVEOUT 70
 #endif
 #ifndef RC_FWD_CARVEOUT
 #define RC_FWD_CARVEOUT 50

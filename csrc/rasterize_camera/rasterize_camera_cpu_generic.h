@@ -102,8 +102,6 @@ static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
     const NR(splat_rows) gfeats = NR(rc_feature_rows)(p, p->grad_colors, p->grad_features);
     memset(grec, 0, sizeof(real_t) * NUREC_SPLAT_GREC_ROW(p->absgrad) * (size_t)(C * N));
     memset(gfeats.base, 0, sizeof(real_t) * (size_t)((sh ? C * 3 : D * (p->features_per_camera ? C : 1)) * N));
-    real_t* S = (real_t*)malloc(sizeof(real_t) * (size_t)(D > 0 ? D : 1));
-    if (!S) return NUREC_ERR_TILES_ALLOC;
     for (int64_t c = 0; c < C; ++c)
         for (int ty = 0; ty < p->tiles_y; ++ty)
             for (int tx = 0; tx < p->tiles_x; ++tx) {
@@ -112,13 +110,12 @@ static int NR(rc_backward_cpu)(const nurec_rasterize_camera_params* p) {
                     for (int x = tx * NUREC_TILE; x < (tx + 1) * NUREC_TILE && x < W; ++x) {
                         int64_t pix = (c * H + y) * W + x;
                         real_t T = ((const real_t*)p->final_T)[pix];
-                        for (int64_t k = 0; k < D; ++k) S[k] = bgs ? T * bgs[c * D + k] : 0;
                         NR(splat_cell_backward)(p->isect_items, range[0], p->last[pix], records, &feats, D,
-                                                (real_t)x + (real_t)0.5, (real_t)y + (real_t)0.5, T, S,
+                                                (real_t)x + (real_t)0.5, (real_t)y + (real_t)0.5, T,
+                                                bgs ? bgs + c * D : (const real_t*)0,
                                                 gR + D * pix, gD ? gD[pix] : 0, gA ? gA[pix] : 0, grec, &gfeats, p->absgrad);
                     }
             }
-    free(S);
 
     /* per Gaussian: the projection VJP summed over cameras */
     for (int64_t g = 0; g < N; ++g)

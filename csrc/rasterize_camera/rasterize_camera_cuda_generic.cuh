@@ -423,10 +423,9 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
     __shared__ int s_max_last;
     if (p.status[1] != 0) return; /* overflowed forward: outputs were NaN */
     const int tid = threadIdx.x, lane = tid & 31;
-    /* each pixel's state: the transmittance, output gradients and the suffix
-       sums of its sweep (splat_composite_vjp) */
-    real_t T[RC_BWD_PIX], gf[RC_BWD_PIX][kCh], S[RC_BWD_PIX][kCh], gz[RC_BWD_PIX], gTa[RC_BWD_PIX],
-        Sz[RC_BWD_PIX], ly[RC_BWD_PIX];
+    /* each pixel's state: the transmittance, output gradients and the one
+       suffix sum of its sweep (splat_composite_vjp's P) */
+    real_t T[RC_BWD_PIX], gf[RC_BWD_PIX][kCh], gz[RC_BWD_PIX], P[RC_BWD_PIX], ly[RC_BWD_PIX];
     int32_t last[RC_BWD_PIX];
     unsigned wmask = 0;
     NR(rc_place) w;
@@ -441,32 +440,37 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
         const int c0 = w.pass * kCh;
         const int nch = D - c0 < kCh ? (int)(D - c0) : kCh;
         ly[h] = (real_t)(w.y - w.y0) - (real_t)7.5; /* from the tile's centre, as the forward's */
-        T[h] = gz[h] = gTa[h] = Sz[h] = 0;
+        T[h] = gz[h] = P[h] = 0;
         last[h] = 0;
-        for (int q = 0; q < kCh; ++q) gf[h][q] = S[h][q] = 0;
+        for (int q = 0; q < kCh; ++q) gf[h][q] = 0;
         if (!w.inside) continue;
         const real_t T_final = ((const real_t*)p.final_T)[pix];
         T[h] = T_final;
         last[h] = p.last[pix];
+        /* what lies behind the list: the background, and for a part what the
+           later parts composited (the combine's suffix sums) */
+        real_t S[kCh], Sz = 0, gTa = 0;
         const real_t* g = (const real_t*)p.grad_render + D * pix + c0;
         const real_t* bg = (const real_t*)p.backgrounds;
         for (int q = 0; q < kCh; ++q) {
+            S[q] = 0;
             if (q >= nch) continue;
             gf[h][q] = g[q];
-            S[h][q] = bg ? T_final * bg[cz * D + c0 + q] : (real_t)0;
+            S[q] = bg ? T_final * bg[cz * D + c0 + q] : (real_t)0;
         }
-        if (w.multi) { /* a part: from T after it and what lies behind it (the combine's suffix sums) */
+        if (w.multi) { /* a part: from T after it */
             const int64_t at = nurec_splat_part_at<RC_BLOCK>(p, w.tile, w.start, w.cell, w.seg);
             const real_t* st = (const real_t*)p.seg_state + (D + 2) * at;
             for (int q = 0; q < kCh; ++q)
-                if (q < nch) S[h][q] += st[c0 + q];
-            Sz[h] = st[D];
+                if (q < nch) S[q] += st[c0 + q];
+            Sz = st[D];
             T[h] = st[D + 1];
         }
         if (w.pass == 0) {
             gz[h] = p.grad_depth ? ((const real_t*)p.grad_depth)[pix] : (real_t)0; /* absent: zero */
-            gTa[h] = p.grad_alpha ? ((const real_t*)p.grad_alpha)[pix] * T_final : (real_t)0;
+            gTa = p.grad_alpha ? ((const real_t*)p.grad_alpha)[pix] * T_final : (real_t)0;
         }
+        P[h] = NR(splat_composite_vjp_start)(gTa, gz[h], Sz, gf[h], S, kCh);
     }
     const int64_t start = w.start, lo = w.lo;
     const int pass = w.pass;
@@ -532,15 +536,18 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
                 real_t a, oa, qe, t, wq;
                 if (NR(splat_alpha_ldl)(r, lx, ly[h], &a, &oa, &qe, &t, &wq)) {
                     contrib = true;
-                    real_t wt, gp[6] = {0, 0, 0, 0, 0, 0};
+                    real_t wt;
                     real_t ga = NR(splat_composite_vjp)(a, r + NUREC_TREC_SIZE, kCh, r[NUREC_TREC_DEPTH], gf[h],
-                                                     gz[h], gTa[h], &T[h], S[h], &Sz[h], &wt);
+                                                     gz[h], &T[h], &P[h], &wt);
                     const real_t dx = lx - s_uv[2 * k], dy = ly[h] - s_uv[2 * k + 1];
-                    NR(splat_alpha_vjp_ldl)(r, oa, t, wq, dx, dy, ga, gp);
-                    for (int q = 0; q < 6; ++q) v[q] += gp[q];
-                    if (kAbs) { /* SPEC 8: the sum over pixels of each pixel's |.| */
+                    if (kAbs) { /* SPEC 8: the sum over pixels of each pixel's |.|, so each pixel's own */
+                        real_t gp[6] = {0, 0, 0, 0, 0, 0};
+                        NR(splat_alpha_vjp_ldl)(r, oa, t, wq, dx, dy, ga, gp);
+                        for (int q = 0; q < 6; ++q) v[q] += gp[q];
                         av[0] += R_FABS(gp[0]);
                         av[1] += R_FABS(gp[1]);
+                    } else { /* the pixels' sums, finished once an entry (below) */
+                        NR(splat_alpha_vjp_ldl_sums)(oa, t, wq, dx, dy, ga, v, r, (real_t*)0);
                     }
                     v[6] += wt * gz[h];
                     for (int q = 0; q < kCh; ++q) v[7 + q] += wt * gf[h][q];
@@ -548,6 +555,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             }
             const unsigned mask = __ballot_sync(0xffffffffu, contrib);
             if (mask == 0) continue;
+            if (!kAbs) NR(splat_alpha_vjp_ldl_finish)(r, v, (real_t*)0); /* linear: a lane's sum over its pixels */
             v[5] *= R_EXP_STAGED(-r[5]); /* 1 / o: splat_alpha_vjp_ldl summed o exp(-sigma) */
             const int64_t it = s_it[k];
             real_t* g = grec + NUREC_SPLAT_GREC_ROW(kAbs) * it;

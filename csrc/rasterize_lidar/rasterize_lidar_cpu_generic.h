@@ -78,18 +78,15 @@ static int NR(rl_backward_cpu)(const nurec_rasterize_lidar_params* p) {
     const NR(splat_rows) gfeats = {(real_t*)p->grad_features, D, N};
     memset(grec, 0, sizeof(real_t) * NUREC_SPLAT_GREC_ROW(p->absgrad) * (size_t)(C * N));
     memset(gfeats.base, 0, sizeof(real_t) * (size_t)(D * N));
-    real_t* S = (real_t*)malloc(sizeof(real_t) * (size_t)(D > 0 ? D : 1));
-    if (!S) return NUREC_ERR_TILES_ALLOC;
     for (int64_t ray = 0; ray < C * H * W; ++ray) {
         const int64_t* range = rl_tile_range_of(p, ray);
         const int i = (int)((ray / W) % H), j = (int)(ray % W);
         const int64_t uray = nurec_rl_user_ray(p->column_order, (int)W, ray);
-        for (int64_t k = 0; k < D; ++k) S[k] = 0; /* no background behind a ray */
         NR(splat_cell_backward)(p->isect_items, range[0], p->last[ray], records, &feats, D,
-                                col_az[j] + row_off[i], row_el[i], ((const real_t*)p->final_T)[ray], S,
+                                col_az[j] + row_off[i], row_el[i], ((const real_t*)p->final_T)[ray],
+                                (const real_t*)0 /* no background behind a ray */,
                                 gF + D * uray, gR ? gR[uray] : 0, gA ? gA[uray] : 0, grec, &gfeats, p->absgrad);
     }
-    free(S);
 
     /* per Gaussian: the projection VJP summed over sweeps */
     for (int64_t g = 0; g < N; ++g) NR(rl_project_vjp_gaussian)(p, g, 0, (real_t*)0, 1, 0);

@@ -429,15 +429,27 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
     const int nch = D - c0 < RL_CH ? (int)(D - c0) : RL_CH;
     const int64_t ray = (w.cz * p.rows + i) * (int64_t)p.cols + j;
     real_t raz = 0, rel = 0;
-    real_t T = 0, gf[RL_CH], S[RL_CH], gz = 0, gTa = 0, Sz = 0;
+    real_t T = 0, gf[RL_CH], gz = 0, P = 0; /* P: splat_composite_vjp's sum of what lies behind */
     int32_t last = 0;
-    for (int q = 0; q < RL_CH; ++q) gf[q] = S[q] = 0;
+    for (int q = 0; q < RL_CH; ++q) gf[q] = 0;
     if (inside) {
         raz = ((const real_t*)p.column_azimuths)[j] + ((const real_t*)p.row_azimuth_offsets)[i];
         rel = ((const real_t*)p.row_elevations)[i];
         const real_t T_final = ((const real_t*)p.final_T)[ray];
         T = T_final;
         last = p.last[ray];
+        const int64_t uray = nurec_rl_user_ray(p.column_order, p.cols, ray);
+        const real_t* g = (const real_t*)p.grad_out_features + D * uray + c0;
+        for (int q = 0; q < RL_CH; ++q)
+            if (q < nch) gf[q] = g[q];
+        real_t gTa = 0;
+        if (pass == 0) {
+            gz = p.grad_range ? ((const real_t*)p.grad_range)[uray] : (real_t)0; /* absent: zero */
+            gTa = p.grad_alpha ? ((const real_t*)p.grad_alpha)[uray] * T_final : (real_t)0;
+        }
+        /* nothing behind a ray's list; a part: what lies behind it (the combine's suffix sums) */
+        real_t S[RL_CH], Sz = 0;
+        for (int q = 0; q < RL_CH; ++q) S[q] = 0;
         if (w.multi) {
             const int64_t at = nurec_splat_part_at<RL_BLOCK>(p, w.tile, w.start, w.cell, w.seg);
             const real_t* st = (const real_t*)p.seg_state + (D + 2) * at;
@@ -446,14 +458,7 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
             Sz = st[D];
             T = st[D + 1];
         }
-        const int64_t uray = nurec_rl_user_ray(p.column_order, p.cols, ray);
-        const real_t* g = (const real_t*)p.grad_out_features + D * uray + c0;
-        for (int q = 0; q < RL_CH; ++q)
-            if (q < nch) gf[q] = g[q];
-        if (pass == 0) {
-            gz = p.grad_range ? ((const real_t*)p.grad_range)[uray] : (real_t)0; /* absent: zero */
-            gTa = p.grad_alpha ? ((const real_t*)p.grad_alpha)[uray] * T_final : (real_t)0;
-        }
+        P = NR(splat_composite_vjp_start)(gTa, gz, Sz, gf, S, RL_CH);
     }
     /* the window of the rays that have anything to sweep in this part, and how far */
     const NR(rl_window) win = NR(rl_warp_window)(last > w.lo - start, raz, rel);
@@ -481,8 +486,7 @@ NR(rl_backward_kernel)(nurec_rasterize_lidar_params p, int passes) {
                 if (NR(splat_alpha_staged)(x.r, dx, dy, &a, &vis)) {
                     contrib = true;
                     real_t wt;
-                    real_t ga = NR(splat_composite_vjp)(a, x.f, RL_CH, x.r[NUREC_TREC_DEPTH], gf, gz, gTa, &T,
-                                                        S, &Sz, &wt);
+                    real_t ga = NR(splat_composite_vjp)(a, x.f, RL_CH, x.r[NUREC_TREC_DEPTH], gf, gz, &T, &P, &wt);
                     NR(splat_alpha_vjp_staged)(x.r, vis, dx, dy, ga, v);
                     v[6] = wt * gz;
                     for (int q = 0; q < RL_CH; ++q) v[7 + q] = wt * gf[q];

@@ -78,14 +78,16 @@ static int32_t NR(splat_cell_median)(const int32_t* items, int64_t start, int64_
  * adds each Gaussian's gradient to its record row (grad_records, 7 values),
  * its feature row and, with absgrad, the absolute values of this cell's
  * (u, v) gradient to the row's slots NUREC_SPLAT_GREC_ABS, + 1 (SPEC 8's
- * absgrad; rows of NUREC_SPLAT_GREC_ROW(absgrad)). T is the forward's final transmittance, S[D] what
- * was composited behind the list (the background, or 0; overwritten), gf
- * (D), gz and g_alpha the cell's output gradients. */
+ * absgrad; rows of NUREC_SPLAT_GREC_ROW(absgrad)). T is the forward's final transmittance, bg (D)
+ * the background behind the list (NULL: none), gf (D), gz and g_alpha the
+ * cell's output gradients. */
 static void NR(splat_cell_backward)(const int32_t* items, int64_t start, int32_t last, const real_t* records,
                                     const NR(splat_rows)* feats, int64_t D, real_t cu, real_t cv, real_t T,
-                                    real_t* S, const real_t* gf, real_t gz, real_t g_alpha, real_t* grec,
+                                    const real_t* bg, const real_t* gf, real_t gz, real_t g_alpha, real_t* grec,
                                     const NR(splat_rows)* gfeats, int absgrad) {
-    real_t Sz = 0, gTa = g_alpha * T;
+    /* splat_composite_vjp_start with S = T bg and Sz = 0 */
+    real_t P = g_alpha * T;
+    for (int64_t k = 0; bg && k < D; ++k) P -= gf[k] * (T * bg[k]);
     for (int64_t j = start + last - 1; j >= start; --j) {
         int64_t it = items[j];
         const real_t* rec = records + NUREC_TREC_SIZE * it;
@@ -93,7 +95,7 @@ static void NR(splat_cell_backward)(const int32_t* items, int64_t start, int32_t
         real_t a = SPLAT_CELL_ALPHA(rec, cu, cv, &vis, &dx, &dy);
         if (a == 0) continue;
         const real_t* f = NR(splat_row)(feats, it);
-        real_t ga = NR(splat_composite_vjp)(a, f, (int)D, rec[NUREC_TREC_DEPTH], gf, gz, gTa, &T, S, &Sz, &w);
+        real_t ga = NR(splat_composite_vjp)(a, f, (int)D, rec[NUREC_TREC_DEPTH], gf, gz, &T, &P, &w);
         real_t* gc = NR(splat_row)(gfeats, it);
         for (int64_t k = 0; k < D; ++k) gc[k] += w * gf[k];
         real_t* g = grec + NUREC_SPLAT_GREC_ROW(absgrad) * it;

@@ -227,24 +227,63 @@ NUREC_HD int NR(splat_alpha_ldl)(const real_t* e, real_t x, real_t y, real_t* a,
     return *oa >= (real_t)NUREC_SPLAT_ALPHA_MIN;
 }
 
-/* The gradient of (u, v, A, B, C, o) from splat_alpha_ldl's values at a
- * pixel, d = (dx, dy) its offset from (u, v): A dx + B dy = 2 al t / S and
- * B dx + C dy = 2 (ga t + be w) / S (the squares' definitions). The
- * opacity's, g[5], is left times o (g_alpha o exp(-sigma), from oa): the
- * caller divides an entry's sum over its pixels by o once (rasterize_camera's
- * backward: R_EXP_STAGED(-L)), where exp(-sigma) = R_EXP_STAGED(qe - L) took
- * a second exponential at every pixel. */
-NUREC_HD void NR(splat_alpha_vjp_ldl)(const real_t* e, real_t oa, real_t t, real_t w, real_t dx, real_t dy,
-                                      real_t g_alpha, real_t g[6]) {
+/* The gradient of (u, v, A, B, C, o) from splat_alpha_ldl's values, in two
+ * steps, so that a walk that sums an entry over many pixels pays the
+ * entry's constants once. With d = (dx, dy) the pixel's offset from (u, v),
+ * A dx + B dy = 2 al t / S and B dx + C dy = 2 (ga t + be w) / S (the
+ * squares' definitions), so of dL/dsigma = gs at each pixel only gs t,
+ * gs w, gs dx^2, gs dx dy, gs dy^2 and -gs depend on the pixel:
+ * splat_alpha_vjp_ldl_sums adds those to s[0..5] (5 FMAs and 3 multiplies a
+ * pixel where the finished form took 15 and an add per value), and
+ * splat_alpha_vjp_ldl_finish turns a sum of them, over any pixels of one
+ * entry, into the gradient. The opacity's, s[5], is left times o
+ * (g_alpha o exp(-sigma), from oa): the caller divides an entry's sum by o
+ * once (rasterize_camera's backward: R_EXP_STAGED(-L)), where exp(-sigma) =
+ * R_EXP_STAGED(qe - L) took a second exponential at every pixel. With av
+ * (not NULL; SPEC 8's absgrad, the sums over pixels of each pixel's |d/du|
+ * and |d/dv|), e the entry's staged terms: d/du = k al gs t and d/dv =
+ * k (ga gs t + be gs w), k = -2 / S, so av gathers |gs t| and |ga gs t + be
+ * gs w|, and the finish scales them by |k al| and |k|. */
+NUREC_HD void NR(splat_alpha_vjp_ldl_sums)(real_t oa, real_t t, real_t w, real_t dx, real_t dy, real_t g_alpha,
+                                           real_t s[6], const real_t* e, real_t* av) {
     if (oa > (real_t)NUREC_SPLAT_ALPHA_MAX) return; /* clamped at 0.99 */
     const real_t gs = -g_alpha * oa;               /* dL/dsigma */
-    const real_t k = gs * (real_t)(2.0 / R_STAGED_SCALE);
-    g[0] -= k * (e[0] * t);
-    g[1] -= k * R_FMA(e[1], t, e[3] * w);
-    g[2] += gs * (real_t)0.5 * dx * dx;
-    g[3] += gs * dx * dy;
-    g[4] += gs * (real_t)0.5 * dy * dy;
-    g[5] += g_alpha * oa; /* times o: see above */
+    const real_t gt = gs * t, gw = gs * w, gx = gs * dx;
+    s[0] += gt;
+    s[1] += gw;
+    s[2] += gx * dx;
+    s[3] += gx * dy;
+    s[4] += gs * dy * dy;
+    s[5] -= gs; /* times o: see above */
+    if (av) {
+        av[0] += R_FABS(gt);
+        av[1] += R_FABS(e[1] * gt + e[3] * gw);
+    }
+}
+
+/* The gradient of (u, v, A, B, C, o) from splat_alpha_vjp_ldl_sums' sums
+ * s (and av) of the entry whose staged terms are e, in place. */
+NUREC_HD void NR(splat_alpha_vjp_ldl_finish)(const real_t* e, real_t s[6], real_t* av) {
+    const real_t k = (real_t)(-2.0 / R_STAGED_SCALE);
+    const real_t st = s[0];
+    s[0] = k * (e[0] * st);
+    s[1] = k * (e[1] * st + e[3] * s[1]);
+    s[2] *= (real_t)0.5;
+    s[4] *= (real_t)0.5;
+    if (av) {
+        av[0] *= R_FABS(k * e[0]);
+        av[1] *= -k;
+    }
+}
+
+/* Both steps at one pixel: adds its gradient to g[0..5] (the opacity's
+ * times o, as above). */
+NUREC_HD void NR(splat_alpha_vjp_ldl)(const real_t* e, real_t oa, real_t t, real_t w, real_t dx, real_t dy,
+                                      real_t g_alpha, real_t g[6]) {
+    real_t s[6] = {0, 0, 0, 0, 0, 0};
+    NR(splat_alpha_vjp_ldl_sums)(oa, t, w, dx, dy, g_alpha, s, e, (real_t*)0);
+    NR(splat_alpha_vjp_ldl_finish)(e, s, (real_t*)0);
+    for (int q = 0; q < 6; ++q) g[q] += s[q];
 }
 
 /* VJP of splat_alpha: adds the gradient of (u, v, A, B, C, o) to g[0..5]
@@ -262,23 +301,35 @@ NUREC_HD void NR(splat_alpha_vjp)(const real_t* r, real_t vis, real_t dx, real_t
 }
 
 /* One step of the back-to-front sweep of a cell. On entry *T is the
- * transmittance after this Gaussian, S[nch] and *Sz what is composited
- * behind it (background included); on exit they include this Gaussian.
- * gf, gz, gTa = dL/dfeatures, dL/ddepth and dL/dalpha * T_final. Returns
- * dL/dalpha of this Gaussian and writes its weight alpha T to *w. */
-NUREC_HD real_t NR(splat_composite_vjp)(real_t a, const real_t* f, int nch, real_t z,
-                                        const real_t* gf, real_t gz, real_t gTa, real_t* T,
-                                        real_t* S, real_t* Sz, real_t* w) {
+ * transmittance after this Gaussian and *P what its dL/dalpha needs of what
+ * is composited behind it: gTa - gz Sz - sum_k gf_k S_k, with S[nch] and Sz
+ * the features and depth behind it (background included) and gf, gz, gTa =
+ * dL/dfeatures, dL/ddepth and dL/dalpha * T_final (splat_composite_vjp_start);
+ * on exit both include this Gaussian. Returns dL/dalpha of this Gaussian and
+ * writes its weight alpha T to *w. Why one sum where there were nch + 1:
+ * dL/dalpha = gTa / (1 - a) + gz (Ti z - Sz / (1 - a)) + sum_k gf_k (Ti f_k -
+ * S_k / (1 - a)) = P / (1 - a) + Ti Q with Q = gz z + sum_k gf_k f_k, and the
+ * step adds wi f_k to each S_k and wi z to Sz, so P loses wi Q: a pixel's
+ * state is one value, not nch + 1, and a step 3 FMAs a channel fewer. */
+NUREC_HD real_t NR(splat_composite_vjp)(real_t a, const real_t* f, int nch, real_t z, const real_t* gf, real_t gz,
+                                        real_t* T, real_t* P, real_t* w) {
     real_t ra = R_RCP_NORMAL(1 - a); /* 1 - a >= 0.01: math/defs.h */
     real_t Ti = *T * ra;
     real_t wi = a * Ti;
-    real_t g = gTa * ra + gz * (Ti * z - *Sz * ra);
-    for (int k = 0; k < nch; ++k) {
-        g += gf[k] * (Ti * f[k] - S[k] * ra);
-        S[k] += wi * f[k];
-    }
-    *Sz += wi * z;
+    real_t Q = gz * z;
+    for (int k = 0; k < nch; ++k) Q += gf[k] * f[k];
+    const real_t g = *P * ra + Ti * Q;
+    *P -= wi * Q;
     *T = Ti;
     *w = wi;
     return g;
+}
+
+/* splat_composite_vjp's *P before a sweep, from what lies behind the
+ * sweep's first entry: features S[nch] and depth Sz. */
+NUREC_HD real_t NR(splat_composite_vjp_start)(real_t gTa, real_t gz, real_t Sz, const real_t* gf, const real_t* S,
+                                              int nch) {
+    real_t P = gTa - gz * Sz;
+    for (int k = 0; k < nch; ++k) P -= gf[k] * S[k];
+    return P;
 }
