@@ -31,6 +31,50 @@ extern "C" {
 #define RC_BLOCK (NUREC_TILE * NUREC_TILE) /* one thread per pixel of a tile */
 #define RC_CH NUREC_RC_CHANNELS_PER_PASS
 #define RC_ENTRY (NUREC_TREC_SIZE + RC_CH) /* a staged entry of the forward: record, features */
+#ifndef RC_FWD_MIN_BLOCKS_F32
+#define RC_FWD_MIN_BLOCKS_F32 8 /* 256 x 8 blocks: 32 registers, no spills (rc_forward_kernel) */
+#endif
+/* Pixels per thread of the backward (rc_bwd_cell): a warp's gradient per
+   entry is summed over 8 x 4 RC_BWD_PIX pixels, so the entry's costs that do
+   not depend on its pixels (the ballot, the VJP's finish, the warp's sums,
+   the atomics: ~157 of the loop's SASS instructions against ~54 a pixel)
+   are paid once per 32 RC_BWD_PIX pixels. 4 since a pixel's state is
+   small (one suffix sum, splat_composite_vjp's P). H100, fwd+bwd against 2
+   pixels a thread at 8 blocks of 128 (64 registers), alternating
+   processes: 1944 garden x3 3.128-3.135 -> 2.777-2.789 ms, garden 648 x3
+   1.098-1.133 -> 1.091-1.111, street 1.620-1.628 -> 1.663-1.664 (its
+   Gaussians are small: a warp of twice the pixels meets about as many
+   entries and tests more blocks of each); 12 blocks of 64 (80 registers,
+   no spills) 2.881 / 1.110 / 1.692; 8 x 16 pixels a warp
+   (RC_BWD_WARP_W 16) 2.99 on the 1944 garden. 1 gives back one pixel a
+   thread. */
+#ifndef RC_BWD_PIX
+#define RC_BWD_PIX 4
+#endif
+#define RC_BWD_THREADS (RC_BLOCK / RC_BWD_PIX)
+#if RC_BWD_PIX == 1
+#ifndef RC_BWD_MIN_BLOCKS_F32
+#define RC_BWD_MIN_BLOCKS_F32 5            /* 256 x 5 blocks: 48 registers, no spills, 62.5% occupancy (4: 56 regs, 50%; 6: spills) */
+#endif
+#define RC_BWD_MIN_BLOCKS_F64 2
+#elif RC_BWD_PIX == 2
+#ifndef RC_BWD_MIN_BLOCKS_F32
+/* 128 x 8 blocks: 64 registers, no spills, 50% occupancy, since a pixel's
+   state holds one suffix sum (splat_composite_vjp's P) where it held one a
+   channel (7 blocks took 72 registers then, and 8 spilled); H100, fwd+bwd
+   against 7 blocks of the same tree: 1944 garden x3 3.19-3.21 -> 3.13 ms,
+   street 1.64-1.67 -> 1.63-1.66 */
+#define RC_BWD_MIN_BLOCKS_F32 8
+#endif
+#define RC_BWD_MIN_BLOCKS_F64 4
+#else
+#ifndef RC_BWD_MIN_BLOCKS_F32
+/* 64 x 14 blocks: 72 registers, 4-16 bytes spilled (ptxas), 43.75%
+   occupancy: faster on every scene than 12 blocks without spills (above) */
+#define RC_BWD_MIN_BLOCKS_F32 14
+#endif
+#define RC_BWD_MIN_BLOCKS_F64 6 /* 64 x 6 blocks: no spills (8 spilled 24-72 bytes) */
+#endif
 #ifndef RC_BWD_BATCH
 /* Gaussians staged per batch in the backward (a thread stages two): fewer
    barriers and stagings per entry. H200, fwd+bwd ms, 2 rounds:
@@ -42,32 +86,11 @@ extern "C" {
    only 6 (1.262-1.272 on the small garden). A second run: 256 (60%)
    1.946, 1.215-1.222, 3.926-3.929 against 64's 1.999-2.005, 1.272-1.281,
    4.126-4.135; the absgrad call takes the same time at 128 and 256 */
+#if RC_BWD_PIX >= 4
+#define RC_BWD_BATCH 128 /* two a thread, as 256 with 2 pixels a thread */
+#else
 #define RC_BWD_BATCH 256
 #endif
-/* pixels per thread of the backward (rc_bwd_cell): 2 sums a warp's
-   gradient per entry over 8 x 8 pixels; 1 gives back one pixel a thread */
-#ifndef RC_FWD_MIN_BLOCKS_F32
-#define RC_FWD_MIN_BLOCKS_F32 8 /* 256 x 8 blocks: 32 registers, no spills (rc_forward_kernel) */
-#endif
-#ifndef RC_BWD_PIX
-#define RC_BWD_PIX 2
-#endif
-#define RC_BWD_THREADS (RC_BLOCK / RC_BWD_PIX)
-#if RC_BWD_PIX == 1
-#ifndef RC_BWD_MIN_BLOCKS_F32
-#define RC_BWD_MIN_BLOCKS_F32 5            /* 256 x 5 blocks: 48 registers, no spills, 62.5% occupancy (4: 56 regs, 50%; 6: spills) */
-#endif
-#define RC_BWD_MIN_BLOCKS_F64 2
-#else
-#ifndef RC_BWD_MIN_BLOCKS_F32
-/* 128 x 8 blocks: 64 registers, no spills, 50% occupancy, since a pixel's
-   state holds one suffix sum (splat_composite_vjp's P) where it held one a
-   channel (7 blocks took 72 registers then, and 8 spilled); H100, fwd+bwd
-   against 7 blocks of the same tree: 1944 garden x3 3.19-3.21 -> 3.13 ms,
-   street 1.64-1.67 -> 1.63-1.66 */
-#define RC_BWD_MIN_BLOCKS_F32 8
-#endif
-#define RC_BWD_MIN_BLOCKS_F64 4
 #endif
 #ifndef RC_BWD_DIRECT_LANES
 /* up to this many contributing lanes: direct atomics (4 was 2% slower, 12 and 16
@@ -82,10 +105,11 @@ extern "C" {
 #define RC_BWD_DIRECT_LANES_ABS 12
 #endif
 #ifndef RC_BWD_CARVEOUT
-/* percent of L1 as shared memory: 8 blocks' batches (RC_BWD_BATCH entries
-   of RC_ENTRY values, their ul, vl, item and colour row: 18 KB in float32)
-   and 1 KB each, 152 KB: 70% of sm_90's 228 KB (62% held the 7 blocks of
-   before, 133 KB) */
+/* percent of L1 as shared memory: with 4 pixels a thread 14 blocks'
+   batches (RC_BWD_BATCH entries of RC_ENTRY values, their ul, vl, item and
+   colour row: 9 KB in float32) and 1 KB each, 140 KB (float64: 6 blocks of
+   17 KB, 108 KB); with 2, 8 blocks of 18 + 1 KB, 152 KB: 70% of sm_90's
+   228 KB */
 #define RC_BWD_CARVEOUT 70
 #endif
 #ifndef RC_FWD_CARVEOUT

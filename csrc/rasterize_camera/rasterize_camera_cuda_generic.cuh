@@ -159,7 +159,9 @@ NUREC_HD_DEV bool NR(rc_place_of)(const nurec_rasterize_camera_params& p, int pa
  * atomics switches off): rc_backward_kernel 1,573 -> 1,359 us (street),
  * 800 -> 692 us (small garden); fwd+bwd of the 1944 x3 garden 5.17 -> 4.20
  * ms. Four pixels a thread lost on the street (+7%) at a quarter of the
- * occupancy. */
+ * occupancy while a pixel's state was a suffix sum a channel; with one a
+ * pixel (splat_composite_vjp) four fit 14 blocks of 64, and they ship
+ * (rasterize_camera.cu's RC_BWD_PIX: 1944 garden -11%, street +2.5%). */
 /* The cell (row-major place in its tile) of pixel h of thread t. */
 static __device__ __forceinline__ int rc_bwd_cell(int t, int h) {
     const int wi = t >> 5, l = t & 31;
@@ -540,22 +542,16 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
                     real_t ga = NR(splat_composite_vjp)(a, r + NUREC_TREC_SIZE, kCh, r[NUREC_TREC_DEPTH], gf[h],
                                                      gz[h], &T[h], &P[h], &wt);
                     const real_t dx = lx - s_uv[2 * k], dy = ly[h] - s_uv[2 * k + 1];
-                    if (kAbs) { /* SPEC 8: the sum over pixels of each pixel's |.|, so each pixel's own */
-                        real_t gp[6] = {0, 0, 0, 0, 0, 0};
-                        NR(splat_alpha_vjp_ldl)(r, oa, t, wq, dx, dy, ga, gp);
-                        for (int q = 0; q < 6; ++q) v[q] += gp[q];
-                        av[0] += R_FABS(gp[0]);
-                        av[1] += R_FABS(gp[1]);
-                    } else { /* the pixels' sums, finished once an entry (below) */
-                        NR(splat_alpha_vjp_ldl_sums)(oa, t, wq, dx, dy, ga, v, r, (real_t*)0);
-                    }
+                    /* the pixels' sums, finished once an entry (below); with
+                       absgrad (SPEC 8) also the sums of each pixel's |d/du|, |d/dv| */
+                    NR(splat_alpha_vjp_ldl_sums)(oa, t, wq, dx, dy, ga, v, r, kAbs ? av : (real_t*)0);
                     v[6] += wt * gz[h];
                     for (int q = 0; q < kCh; ++q) v[7 + q] += wt * gf[h][q];
                 }
             }
             const unsigned mask = __ballot_sync(0xffffffffu, contrib);
             if (mask == 0) continue;
-            if (!kAbs) NR(splat_alpha_vjp_ldl_finish)(r, v, (real_t*)0); /* linear: a lane's sum over its pixels */
+            NR(splat_alpha_vjp_ldl_finish)(r, v, kAbs ? av : (real_t*)0); /* linear: a lane's sums over its pixels */
             v[5] *= R_EXP_STAGED(-r[5]); /* 1 / o: splat_alpha_vjp_ldl summed o exp(-sigma) */
             const int64_t it = s_it[k];
             real_t* g = grec + NUREC_SPLAT_GREC_ROW(kAbs) * it;

@@ -85,9 +85,8 @@ static void NR(splat_cell_backward)(const int32_t* items, int64_t start, int32_t
                                     const NR(splat_rows)* feats, int64_t D, real_t cu, real_t cv, real_t T,
                                     const real_t* bg, const real_t* gf, real_t gz, real_t g_alpha, real_t* grec,
                                     const NR(splat_rows)* gfeats, int absgrad) {
-    /* splat_composite_vjp_start with S = T bg and Sz = 0 */
-    real_t P = g_alpha * T;
-    for (int64_t k = 0; bg && k < D; ++k) P -= gf[k] * (T * bg[k]);
+    /* splat_composite_vjp_start with S = T bg and Sz = 0, T taken out */
+    real_t P = bg ? T * NR(splat_composite_vjp_start)(g_alpha, 0, 0, gf, bg, (int)D) : g_alpha * T;
     for (int64_t j = start + last - 1; j >= start; --j) {
         int64_t it = items[j];
         const real_t* rec = records + NUREC_TREC_SIZE * it;
