@@ -22,3 +22,18 @@ def test_per_splat_counts():
     assert (ev_o, rows_o) == (warps * 64, warps)
     assert (ev_s, rows_s) == (4 * 32 * (256 + 31), 66)
 
+
+
+def test_stacked_pairs_and_loop_instructions():
+    # a tile's 8 x 4 blocks, row-major, 2 a row: entry 0 meets blocks (0, 0)
+    # and (3, 1); entry 1 rows 1-2 of column 0; entry 2 the whole tile
+    box = torch.zeros(3, 8, dtype=torch.bool)
+    box[0, [0, 7]] = True
+    box[1, [2, 4]] = True
+    box[2, :] = True
+    # warps of 2 stacked blocks (rows 0-1, 2-3 of a column): 2 + 2 + 4 pairs;
+    # of 4 (a whole column): 2 + 1 + 2
+    assert [css.stacked_pairs(box, k) for k in (1, 2, 4)] == [12, 8, 5]
+    blocks = 2 + 2 + 8
+    assert css.loop_instructions(box, 2) == 8 * css.PER_PAIR + blocks * css.PER_BLOCK
+    assert css.loop_instructions(box, 4) == 5 * css.PER_PAIR + blocks * css.PER_BLOCK

@@ -11,10 +11,14 @@ reaches a pixel centre of the warp (exactly, in float64: the pairs with a
 pixel to composite), and the pairs that a cull by the ellipse's bounding
 box keeps (rc_stage_warps: rows for 16 x 2, rows and columns for 8 x 4).
 The pairs a cull drops are the steps a culling warp skips; the exact
-pairs are the ones that pay for a gradient. The backward's warps now hold
-two of the 8 x 4 blocks stacked (a lane a pixel in each: RC_BWD_PIX), so it
-also counts the (entry, warp) pairs of those 8 x 8 warps, and those where
-the entry meets both blocks.
+pairs are the ones that pay for a gradient. The backward's warps hold
+RC_BWD_PIX of the 8 x 4 blocks stacked (a lane a pixel in each: 2 made
+warps of 8 x 8, 4 of 8 x 16), so it also counts the (entry, warp) pairs of
+those warps, and from them the SASS instructions the backward's loop would
+issue under its cost model: ~157 an (entry, warp) pair for what does not
+depend on the pixels (the ballot, the VJP's finish, the warp's sums, the
+atomics) and ~54 for each of the warp's blocks the entry's box meets (a
+lane's pixel there; benchmarks/RESULTS.md, "Four pixels a thread").
 
 ``--per-splat`` sets this backward against a per-splat one (Taming 3DGS,
 Faster-GS: a warp takes 32 of a tile's entries, a lane an entry, and the
@@ -92,6 +96,24 @@ def warps_reached(tx, ty, r, W, H, bw, bh):
     return exact, box
 
 
+PER_PAIR, PER_BLOCK = 157, 54  # the backward loop's SASS instructions: an (entry, warp) pair, a block it meets
+
+
+def stacked_pairs(box, k):
+    """(entry, warp) pairs of warps of k stacked 8 x 4 blocks (k = 1, 2, 4:
+    RC_BWD_PIX), from box [entries, 8], the 8 x 4 blocks of a tile (row-major,
+    2 a row) an entry meets: a warp of rows of blocks [j k, (j + 1) k) of a
+    column meets the entry where one of its blocks does."""
+    return int(box.view(-1, 4 // k, k, 2).any(2).sum())
+
+
+def loop_instructions(box, k):
+    """The backward loop's instructions over the entries (the cost model
+    above) with k pixels a thread: every pair pays PER_PAIR, every block an
+    entry meets PER_BLOCK, whatever warp holds it."""
+    return stacked_pairs(box, k) * PER_PAIR + int(box.sum()) * PER_BLOCK
+
+
 def per_splat_counts(tile, box8x8):
     """(ours, per-splat): the backward's (pixel, entry) evaluations and the
     gradient rows it adds to global memory. Ours: a warp of 8 x 8 pixels
@@ -124,12 +146,11 @@ def main():
             print(f"  warps of {bw} x {bh}: (entry, warp) pairs reached {int(exact.sum()):,}, "
                   f"kept by the box cull {int(box.sum()):,} (of {exact.numel():,}); "
                   f"warps reached per entry {exact.sum(1).double().mean():.2f} of 8")
-            if (bw, bh) == (8, 4):  # warps of two stacked blocks: block rows 0-1 and 2-3
-                for what, m in (("reached", exact), ("kept by the box cull", box)):
-                    m = m.view(-1, 4, 2)
-                    top, bottom = m[:, 0::2], m[:, 1::2]
-                    print(f"  warps of two stacked 8 x 4 blocks: pairs {what} {int((top | bottom).sum()):,}, "
-                          f"both blocks {int((top & bottom).sum()):,}")
+            if (bw, bh) == (8, 4):  # warps of k stacked blocks (RC_BWD_PIX)
+                for k in (2, 4):
+                    print(f"  warps of {k} stacked 8 x 4 blocks: pairs reached {stacked_pairs(exact, k):,}, "
+                          f"kept by the box cull {stacked_pairs(box, k):,}; backward loop instructions "
+                          f"(cost model) {loop_instructions(box, k) / 1e6:.1f} M a warp")
                 if a.per_splat:
                     m = box.view(-1, 4, 2)
                     (ev_o, rows_o), (ev_s, rows_s) = per_splat_counts(tile, m[:, 0::2] | m[:, 1::2])
