@@ -24,3 +24,25 @@ def raises_real_and_fake(call, bad, name):
     with pytest.raises(RuntimeError, match=f"`{name}`"):
         with mode:
             call(fake)
+
+
+def _one_more(name):
+    return lambda s: torch.cat([s[name], s[name][:1]])
+
+
+# Bad Gaussians and sensor poses that every rasterizer (camera, lidar, rays,
+# camera_visible) refuses by name: one table, spliced into each op's own
+# (its scene in float64, N Gaussians, C sensors). Ranges are each op's own:
+# the projecting ones need near > 0, the rays near >= 0.
+GAUSSIAN_ERRORS = [
+    ("means", changed(means=lambda s: s["means"][:, :2])),
+    ("means", changed(means=lambda s: s["means"].to(torch.int64))),
+    ("quats", changed(quats=lambda s: s["quats"][:-1])),
+    ("quats", changed(quats=lambda s: s["quats"][:, :3])),
+    ("scales", changed(scales=lambda s: s["scales"].float())),
+    ("scales", changed(scales=_one_more("scales"))),
+    ("opacities", changed(opacities=lambda s: s["opacities"][:, None])),
+    ("opacities", changed(opacities=_one_more("opacities"))),
+    ("viewmats", changed(viewmats=lambda s: s["viewmats"][:, :3])),
+    ("viewmats", changed(viewmats=lambda s: s["viewmats"].float())),
+]

@@ -16,7 +16,7 @@ from nurec_ops import offload
 import shared_data
 import test_camera_models_fused as tm
 import test_offload as toff
-from bad_inputs import changed, raises_real_and_fake
+from bad_inputs import GAUSSIAN_ERRORS, changed, raises_real_and_fake
 from conftest import DEVICES, DTYPES, gpu
 from test_rolling_shutter import moved
 
@@ -165,19 +165,13 @@ def _small(device):
     return _on(s, device, torch.float64)
 
 
-ERRORS = [
-    ("means", changed(means=lambda s: s["means"][:, :2])),
-    ("quats", changed(quats=lambda s: s["quats"][:-1])),
-    ("scales", changed(scales=lambda s: s["scales"].float())),
-    ("opacities", changed(opacities=lambda s: s["opacities"][:, None])),
-    ("viewmats", changed(viewmats=lambda s: s["viewmats"][:, :3])),
-    ("Ks", changed(Ks=lambda s: s["Ks"][:1])),
+ERRORS = GAUSSIAN_ERRORS + [  # the shared rows (tests/bad_inputs.py), then the op's own
     ("near", changed(near=0.0)),
+    ("Ks", changed(Ks=lambda s: s["Ks"][:1])),
     ("far", changed(far=0.001, near=0.01)),
     ("eps2d", changed(eps2d=-0.1)),
     ("eps2d", changed(eps2d=float("nan"))),
     ("width", changed(width=-3)),
-    ("means", changed(means=lambda s: s["means"].to(torch.int64))),
     ("camera_model", changed(camera_model="kannala_brandt")),
     ("radial", changed(radial=lambda s: s["means"].new_zeros(3, 6))),  # a pinhole takes no model arguments
     ("shutter", changed(shutter="sideways", viewmats_end=lambda s: s["viewmats"])),

@@ -14,7 +14,7 @@ import torch
 import nurec_ops
 from nurec_ops import reference as ref
 from conftest import DEVICES, DTYPES, gpu
-from bad_inputs import changed, raises_real_and_fake
+from bad_inputs import GAUSSIAN_ERRORS, changed, raises_real_and_fake
 from near_cuts import away_from_cuts, gradcheck_inputs, rows_near_cuts
 from poison import poison_allocator
 from random_scenes import random_quats
@@ -472,11 +472,8 @@ def test_three_channels_backward_as_four(dtype, absgrad):
 
 # ------------------------------------------------------------------ errors
 
-ERRORS = [
-    ("means", changed(means=lambda s: s["means"][:, :2])),
-    ("quats", changed(quats=lambda s: s["quats"][:-1])),
-    ("scales", changed(scales=lambda s: s["scales"].float())),
-    ("opacities", changed(opacities=lambda s: s["opacities"][:, None])),
+ERRORS = GAUSSIAN_ERRORS + [  # the shared rows (tests/bad_inputs.py), then the op's own
+    ("near", changed(near=0.0)),
     ("features", changed(features=lambda s: s["features"][:, :0])),
     # per camera [C, N, D]: C (2) and N (10) must match
     ("features", changed(features=lambda s: s["features"][None].expand(3, -1, -1))),
@@ -485,15 +482,12 @@ ERRORS = [
     ("sh_degree", changed(features=lambda s: s["features"][:, None].expand(-1, 4, -1))),
     ("sh_degree", changed(sh_degree=4, features=lambda s: s["features"][:, None].expand(-1, 25, -1))),
     ("features", changed(sh_degree=2, features=lambda s: s["features"][:, None].expand(-1, 4, -1))),
-    ("viewmats", changed(viewmats=lambda s: s["viewmats"][:, :3])),
     ("Ks", changed(Ks=lambda s: s["Ks"][:1])),
     ("backgrounds", changed(backgrounds=lambda s: torch.zeros(2, 4, dtype=torch.float64, device=s["means"].device))),
-    ("near", changed(near=0.0)),
     ("eps2d", changed(eps2d=-0.1)),
     ("eps2d", changed(eps2d=float("nan"))),
     ("far", changed(far=0.001)),
     ("width", changed(width=-3)),
-    ("means", changed(means=lambda s: s["means"].to(torch.int64))),
 ]
 
 

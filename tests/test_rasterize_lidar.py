@@ -19,7 +19,7 @@ from nurec_ops._lidar_table import sensor_op_args
 from nurec_ops.rasterize_lidar import default_eps2d
 
 from conftest import DEVICES, DTYPES, gpu
-from bad_inputs import changed, raises_real_and_fake
+from bad_inputs import GAUSSIAN_ERRORS, changed, raises_real_and_fake
 from near_cuts import away_from_cuts, gradcheck_inputs, rows_near_cuts
 from poison import poison_allocator
 from random_scenes import quat_mul, random_quats
@@ -404,21 +404,15 @@ def test_synthetic_lidar_model():
 
 # ------------------------------------------------------------------ errors
 
-ERRORS = [
-    ("means", changed(means=lambda s: s["means"][:, :2])),
-    ("quats", changed(quats=lambda s: s["quats"][:-1])),
-    ("scales", changed(scales=lambda s: s["scales"].float())),
-    ("opacities", changed(opacities=lambda s: s["opacities"][:, None])),
+ERRORS = GAUSSIAN_ERRORS + [  # the shared rows (tests/bad_inputs.py), then the op's own
+    ("near", changed(near=0.0)),
     ("features", changed(features=lambda s: s["features"][:, :0])),
     ("features", changed(features=lambda s: s["features"][:, None])),
-    ("viewmats", changed(viewmats=lambda s: s["viewmats"][:, :3])),
     ("row_elevations", changed(row_elevations=lambda s: s["row_elevations"][:, None])),
     ("row_azimuth_offsets", changed(row_azimuth_offsets=lambda s: s["row_azimuth_offsets"][:-1])),
     ("column_azimuths", changed(column_azimuths=lambda s: s["column_azimuths"].float())),
-    ("near", changed(near=0.0)),
     ("far", changed(far=0.1)),
     ("eps2d", changed(eps2d=-1.0)),
-    ("means", changed(means=lambda s: s["means"].to(torch.int64))),
 ]
 
 

@@ -16,6 +16,7 @@ from nurec_ops import reference as ref
 from nurec_ops.lidar_model import lidar_model_rays, load_lidar_model, reduce_lidar_model
 
 import shared_data
+from bad_inputs import GAUSSIAN_ERRORS
 from conftest import DEVICES, DTYPES, gpu
 from test_rasterize_lidar import GRAD_KEYS, to  # the same Gaussians' keys
 from tolerances import assert_close, assert_close_flips
@@ -276,7 +277,7 @@ BAD = [
     (dict(ray_origins=torch.zeros(1, 5, 3, dtype=torch.float32)), "ray_origins"),
     (dict(features=torch.zeros(3, 0, dtype=F64)), "features"),
     (dict(quats=torch.zeros(2, 4, dtype=F64)), "quats"),
-]
+] + [(make, name) for name, make in GAUSSIAN_ERRORS]  # the rasterizers' shared rows (tests/bad_inputs.py)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -286,7 +287,7 @@ def test_bad_inputs_raise(device, bad, name):
              opacities=torch.full((3,), 0.5, dtype=F64), features=torch.ones(3, 2, dtype=F64),
              viewmats=torch.eye(4, dtype=F64)[None], ray_origins=torch.zeros(1, 5, 3, dtype=F64),
              ray_directions=torch.ones(1, 5, 3, dtype=F64))
-    s.update(bad)
+    s = bad(s) if callable(bad) else {**s, **bad}
     s = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in s.items()}
     with pytest.raises(RuntimeError, match=rf"nurec_ops\.rasterize_rays.*`?{name}"):
         nurec_ops.rasterize_rays(**s)
