@@ -23,7 +23,6 @@ def test_per_splat_counts():
     assert (ev_s, rows_s) == (4 * 32 * (256 + 31), 66)
 
 
-
 def test_stacked_pairs_and_loop_instructions():
     # a tile's 8 x 4 blocks, row-major, 2 a row: entry 0 meets blocks (0, 0)
     # and (3, 1); entry 1 rows 1-2 of column 0; entry 2 the whole tile

@@ -99,12 +99,17 @@ def warps_reached(tx, ty, r, W, H, bw, bh):
 PER_PAIR, PER_BLOCK = 157, 54  # the backward loop's SASS instructions: an (entry, warp) pair, a block it meets
 
 
+def stacked(box, k):
+    """Per entry and warp of k stacked 8 x 4 blocks (k = 1, 2, 4: RC_BWD_PIX),
+    [entries, 4 // k, 2], from box [entries, 8], the 8 x 4 blocks of a tile
+    (row-major, 2 a row) an entry meets: a warp of rows of blocks
+    [j k, (j + 1) k) of a column meets the entry where one of its blocks does."""
+    return box.view(-1, 4 // k, k, 2).any(2)
+
+
 def stacked_pairs(box, k):
-    """(entry, warp) pairs of warps of k stacked 8 x 4 blocks (k = 1, 2, 4:
-    RC_BWD_PIX), from box [entries, 8], the 8 x 4 blocks of a tile (row-major,
-    2 a row) an entry meets: a warp of rows of blocks [j k, (j + 1) k) of a
-    column meets the entry where one of its blocks does."""
-    return int(box.view(-1, 4 // k, k, 2).any(2).sum())
+    """The (entry, warp) pairs of warps of k stacked blocks (stacked)."""
+    return int(stacked(box, k).sum())
 
 
 def loop_instructions(box, k):
@@ -152,8 +157,7 @@ def main():
                           f"kept by the box cull {stacked_pairs(box, k):,}; backward loop instructions "
                           f"(cost model) {loop_instructions(box, k) / 1e6:.1f} M a warp")
                 if a.per_splat:
-                    m = box.view(-1, 4, 2)
-                    (ev_o, rows_o), (ev_s, rows_s) = per_splat_counts(tile, m[:, 0::2] | m[:, 1::2])
+                    (ev_o, rows_o), (ev_s, rows_s) = per_splat_counts(tile, stacked(box, 2).reshape(-1, 4))
                     print(f"  backward, (pixel, entry) evaluations: ours {ev_o:,}, per-splat {ev_s:,} "
                           f"({ev_s / max(ev_o, 1):.2f}x); gradient rows to global memory: ours at most "
                           f"{rows_o:,}, per-splat {rows_s:,} ({rows_s / max(rows_o, 1):.2f}x)")
