@@ -44,28 +44,7 @@
 #define R_FLOOR floorf
 #define R_FMA fmaf
 #include NUREC_GENERIC_FILE
-#undef real_t
-#undef NR
-#undef R_DTYPE
-#undef R_IS_F64
-#undef R_SQRT
-#undef R_EXP
-#undef R_EXP_FALLOFF
-#undef R_EXP_STAGED
-#undef R_STAGED_SCALE
-#undef R_RCP_NORMAL
-#undef R_EXPM1
-#undef R_LOG
-#undef R_LOG1P
-#undef R_SIN
-#undef R_COS
-#undef R_ATAN2
-#undef R_FABS
-#undef R_FMAX
-#undef R_FMIN
-#undef R_CEIL
-#undef R_FLOOR
-#undef R_FMA
+#include "math/generic_undef.h"
 
 #define real_t double
 #define NR(name) NUREC_PASTE(name, f64)
@@ -90,27 +69,6 @@
 #define R_FLOOR floor
 #define R_FMA fma
 #include NUREC_GENERIC_FILE
-#undef real_t
-#undef NR
-#undef R_DTYPE
-#undef R_IS_F64
-#undef R_SQRT
-#undef R_EXP
-#undef R_EXP_FALLOFF
-#undef R_EXP_STAGED
-#undef R_STAGED_SCALE
-#undef R_RCP_NORMAL
-#undef R_EXPM1
-#undef R_LOG
-#undef R_LOG1P
-#undef R_SIN
-#undef R_COS
-#undef R_ATAN2
-#undef R_FABS
-#undef R_FMAX
-#undef R_FMIN
-#undef R_CEIL
-#undef R_FLOOR
-#undef R_FMA
+#include "math/generic_undef.h"
 
 #undef NUREC_GENERIC_FILE
