@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 extern "C" {
 #include "math/defs.h"
@@ -145,6 +146,16 @@ inline void check_device(const char* op, const char* name, const Tensor& t,
                     "; all inputs must be on one device");
 }
 
+// Floating tensors checked against one of the op's (`ref`): every one's
+// dtype (check_real) first, then every one's device, so that a call with
+// one wrong input names it whatever its place in the list.
+using NamedTensor = std::pair<const char*, const Tensor*>;
+inline void check_like(const char* op, const Tensor& ref, const char* ref_name,
+                       std::initializer_list<NamedTensor> named) {
+    for (const NamedTensor& nt : named) check_real(op, nt.first, *nt.second, ref, ref_name);
+    for (const NamedTensor& nt : named) check_device(op, nt.first, *nt.second, ref, ref_name);
+}
+
 inline int dtype_code(const Tensor& t) {
     return t.scalar_type() == ScalarType::Double ? NUREC_F64 : NUREC_F32;
 }
@@ -154,6 +165,13 @@ inline int dtype_code(const Tensor& t) {
 // the dispatcher for contiguous inputs would cost microseconds per argument.
 inline Tensor dense(const Tensor& t) {
     return t.is_contiguous() ? t : torch::stable::contiguous(t);
+}
+
+// t made dense in place (so that its copy, if one was made, lives as long
+// as t) and its data, for a params struct's pointer.
+inline void* dense_data(Tensor& t) {
+    t = dense(t);
+    return t.data_ptr();
 }
 
 // A new dense tensor of shape sizes[0..ndim) and dtype `dtype` (an aoti

@@ -542,6 +542,34 @@ def test_later_parts_empty_on_the_cpu(case, seed):
         call_backward(case, args, fwd, cots, seg_later=torch.zeros(3, dtype=torch.int64))
 
 
+def _rolling_rows(case):
+    return case.name in ("camera-rolling-pinhole", "camera-rolling-ftheta", "lidar-rolling")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("case", params(_rolling_rows))
+def test_backward_checks_the_forwards_taus(case, device, seed):
+    """A rolling shutter's backward takes back the forward's `taus` (each
+    Gaussian's time in each image's sweep) instead of solving them again: a
+    caller of the operator that passes none, or one of the wrong shape,
+    dtype or device, gets an error naming them, never a read of the wrong
+    memory; the forward's own are accepted."""
+    s = case.inputs(device, F64, seed)
+    args = forward_args(case, s)
+    fwd = call_forward(case, args)
+    taus = fwd["taus"]
+    assert taus.dim() == 2 and taus.numel() > 0, "the forward kept no taus: nothing checked"
+    cots = [torch.zeros_like(o) for o in list(fwd.values())[:3]]
+    call_backward(case, args, fwd, cots)  # the forward's own
+    bad = {"is needed": None, "shape": taus[:, :-1], "float64": taus.float()}
+    if device == "cuda":
+        bad["cpu"] = taus.cpu()
+    for message, t in bad.items():
+        with pytest.raises(RuntimeError, match="taus") as err:
+            call_backward(case, args, fwd, cots, taus=t)
+        assert message in str(err.value), (message, str(err.value))
+
+
 @gpu
 @pytest.mark.parametrize("case", _parts_params(lambda parts: parts.long is not None))
 def test_parts_outputs_same_every_call(case):

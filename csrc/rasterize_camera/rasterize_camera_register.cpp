@@ -246,15 +246,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_cam
     rc_shutter(op, in, shutter, viewmats_end);
     rc_filter(op, in, antialiased, eps2d); /* as the forward's: its projection is recomputed */
     Tensor taus_d;
-    if (shutter != NUREC_SHUTTER_GLOBAL) {
-        NUREC_CHECK(taus.has_value(), "nurec_ops.", op, ": `taus` (the forward's output) is needed for shutter ",
-                    shutter);
-        check_shape(op, "taus", *taus, {in.p.num_cameras, in.p.num_gaussians}, "[C, N] (the forward's taus)");
-        check_real(op, "taus", *taus, in.means, "means");
-        check_device(op, "taus", *taus, in.means, "means");
-        taus_d = dense(*taus);
-        in.p.taus = taus_d.data_ptr();
-    }
+    if (shutter != NUREC_SHUTTER_GLOBAL)
+        in.p.taus = splat_saved_taus(op, taus, in.p.num_cameras, in.p.num_gaussians, in.means, taus_d,
+                                     "for shutter " + std::to_string(shutter));
     nurec_rasterize_camera_params& p = in.p;
     const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
     const int64_t P = C * N;

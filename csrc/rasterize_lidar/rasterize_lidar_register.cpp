@@ -220,15 +220,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_lid
     const int64_t C = p.num_sweeps, N = p.num_gaussians, D = p.channels, R = p.rows, W = p.cols;
     Tensor rs_keep[2], taus_d;
     rl_shutter(op, p, in.means, viewmats_end, column_times, rs_keep);
-    if (p.viewmats_end) {
-        NUREC_CHECK(taus.has_value(), "nurec_ops.", op, ": `taus` (the forward's output) is needed with "
-                    "`viewmats_end`");
-        check_shape(op, "taus", *taus, {C, N}, "[C, N] (the forward's taus)");
-        check_real(op, "taus", *taus, means, "means");
-        check_device(op, "taus", *taus, means, "means");
-        taus_d = dense(*taus);
-        p.taus = taus_d.data_ptr();
-    }
+    if (p.viewmats_end) p.taus = splat_saved_taus(op, taus, C, N, means, taus_d, "with `viewmats_end`");
     check_shape(op, "grad_features", grad_features, {C, R, W, D}, "[C, R, W, D]");
     check_real(op, "grad_features", grad_features, means, "means");
     check_device(op, "saved tensors and gradients", grad_features, means, "means");
@@ -273,12 +265,8 @@ Tensor rasterize_lidar_median(Tensor records, Tensor isect_items, Tensor tile_ra
     check_shape(op, "column_order", column_order, {W}, "[W] (W = column_azimuths.shape[0])");
     check_dtype(op, "column_order", column_order, ScalarType::Int);
     check_device(op, "column_order", column_order, records, "records");
-    for (const NamedTensor& nt : {NamedTensor{"row_elevations", &row_elevations},
-                                  NamedTensor{"column_azimuths", &column_azimuths},
-                                  NamedTensor{"row_azimuth_offsets", &row_azimuth_offsets}}) {
-        check_real(op, nt.first, *nt.second, records, "records");
-        check_device(op, nt.first, *nt.second, records, "records");
-    }
+    check_like(op, records, "records", {{"row_elevations", &row_elevations}, {"column_azimuths", &column_azimuths},
+                                        {"row_azimuth_offsets", &row_azimuth_offsets}});
     nurec_rasterize_lidar_params p{};
     p.rows = (int)R;
     p.cols = (int)W;

@@ -196,6 +196,20 @@ SplatBuffers splat_saved(const char* op, const Tensor& means, Params& p, int64_t
     return b;
 }
 
+// The forward's `taus` ([C, N]: each Gaussian's time in its image's
+// shutter), which a rolling-shutter backward takes back instead of solving
+// them again: checked against means, made dense into `keep`, and its data.
+// `when` ends the message for an absent one (e.g. "for shutter 1").
+inline void* splat_saved_taus(const char* op, const std::optional<Tensor>& taus, int64_t C, int64_t N,
+                              const Tensor& means, Tensor& keep, const std::string& when) {
+    NUREC_CHECK(taus.has_value(), "nurec_ops.", op, ": `taus` (the forward's output) is needed ", when);
+    check_shape(op, "taus", *taus, {C, N}, "[C, N] (the forward's taus)");
+    check_real(op, "taus", *taus, means, "means");
+    check_device(op, "taus", *taus, means, "means");
+    keep = dense(*taus);
+    return keep.data_ptr();
+}
+
 // The Gaussians both rasterizers take. splat_gaussian_shapes checks means
 // ([N, 3], real) and quats, scales, opacities against it, returns N;
 // check_like_means checks named tensors' dtype and device against means
@@ -213,11 +227,8 @@ inline int64_t splat_gaussian_shapes(const char* op, const Tensor& means, const 
     return N;
 }
 
-using NamedTensor = std::pair<const char*, const Tensor*>;
-
 inline void check_like_means(const char* op, const Tensor& means, std::initializer_list<NamedTensor> named) {
-    for (const NamedTensor& nt : named) check_real(op, nt.first, *nt.second, means, "means");
-    for (const NamedTensor& nt : named) check_device(op, nt.first, *nt.second, means, "means");
+    check_like(op, means, "means", named);
 }
 
 struct SplatGaussians {

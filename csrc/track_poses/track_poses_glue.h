@@ -41,20 +41,16 @@ inline nurec_track_poses_params track_poses_inputs(const char* op, Tensor& key_p
     check_device(op, "key_times", key_times, key_poses, "key_poses");
     check_device(op, "track_ranges", track_ranges, key_poses, "key_poses");
     check_device(op, "query_times", query_times, key_poses, "key_poses");
-    key_poses = dense(key_poses);
-    key_times = dense(key_times);
-    track_ranges = dense(track_ranges);
-    query_times = dense(query_times);
     nurec_track_poses_params p = {};
     p.dtype = dtype_code(key_poses);
     p.mode = parse_mode(op, mode);
     p.num_keys = P;
     p.num_tracks = T;
-    p.key_poses = key_poses.data_ptr();
-    p.key_times = (const int64_t*)key_times.data_ptr();
-    p.track_ranges = track_ranges.data_ptr();
+    p.key_poses = dense_data(key_poses);
+    p.key_times = (const int64_t*)dense_data(key_times);
+    p.track_ranges = dense_data(track_ranges);
     p.ranges_are_int64 = r64;
-    p.query_times = (const int64_t*)query_times.data_ptr();
+    p.query_times = (const int64_t*)dense_data(query_times);
     p.query_stride = query_times.size(0) == T ? 1 : 0;
     return p;
 }
