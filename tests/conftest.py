@@ -11,6 +11,9 @@ bad_inputs.py (the error tables), run_scripts.py (scripts in a subprocess).
 - Randomness: every test gets a fresh seed (from the OS) unless
   ``NUREC_TEST_SEED`` is set; a failing test's report shows the seed as
   ``NUREC_TEST_SEED=<n>`` so the failure can be replayed exactly.
+- Shards: ``NUREC_TEST_SHARD=k/K`` keeps every K-th selected test from the
+  k-th on (0 <= k < K), so that K processes run one suite together
+  (benchmarks/device/gpu_tests.sh: the GPU suite within one device call).
 """
 import contextlib
 import os
@@ -76,6 +79,33 @@ def index_dtype(request):
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a CUDA device (skipped without one)")
     config.addinivalue_line("markers", "sanitize: small GPU cases the compute-sanitizer runs execute")
+
+
+def shard_of(spec):
+    """(k, K) of a NUREC_TEST_SHARD value "k/K"; a clear error otherwise."""
+    try:
+        k, n = (int(v) for v in spec.split("/"))
+    except ValueError:
+        raise pytest.UsageError(f"NUREC_TEST_SHARD must be k/K (e.g. 0/4), got {spec!r}") from None
+    if not 0 <= k < n:
+        raise pytest.UsageError(f"NUREC_TEST_SHARD {spec!r}: need 0 <= k < K")
+    return k, n
+
+
+@pytest.hookimpl(trylast=True)  # after -m and -k: the shards split what is selected
+def pytest_collection_modifyitems(config, items):
+    spec = os.environ.get("NUREC_TEST_SHARD")
+    if not spec:
+        return
+    k, n = shard_of(spec)
+    # every K-th test, not a contiguous K-th: a file's or a row's costly
+    # parametrisations stand together in collection order, dealt this way
+    # they spread over the shards
+    keep = [it for i, it in enumerate(items) if i % n == k]
+    dropped = [it for i, it in enumerate(items) if i % n != k]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
 
 
 _SEED_KEY = pytest.StashKey[int]()

@@ -35,10 +35,8 @@ if [ "$MODE" = all ] || [ "$MODE" = quick ]; then
     timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_errors.py 2>&1 | tail -3
     step "a scene past 2^31 tile intersections (~60 GB)"
     NUREC_TEST_HUGE=1 timeout 150 python3 -m pytest -q -rfE --tb=short -p no:cacheprovider tests/test_big_scene.py 2>&1 | tail -3
-    step "GPU tests"
-    timeout ${GPU_TESTS_TIMEOUT:-330} python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider tests \
-        > "$OUT/gpu_tests_full.log" 2>&1
-    grep -E "^(FAILED|ERROR)|passed|failed" "$OUT/gpu_tests_full.log" | tail -20
+    step "GPU tests (GPU_SHARDS processes, benchmarks/device/gpu_tests.sh)"
+    OUT="$OUT" bash benchmarks/device/gpu_tests.sh ${GPU_SHARDS:-4} ${GPU_TESTS_TIMEOUT:-330} tests
     # the small GPU cases marked `sanitize` (pyproject.toml's markers) by
     # default; SAN_FILES narrows the files; SAN_K selects by -k instead (in
     # SAN_FILES, or the rasterizers', real inputs' and fuzz files as before)
