@@ -59,7 +59,7 @@ def _camera(model, Ks, C, radial, tangential, thin_prism, ftheta, like):
     """gsplat's camera arguments as rasterize_camera's (kwargs, Ks)."""
     def per_camera(name, t, width):
         if t.dim() != 2 or t.shape[0] != C:
-            _unsupported(name, f"shape {list(t.shape)}", f"pass [C, {width}] (no batch dimensions)")
+            _unsupported(name, f"shape {list(t.shape)}", f"pass [C, {width}] (behind means' batch dimensions where it has them)")
         return t
     if model == "pinhole":
         if radial is None and tangential is None and thin_prism is None:
@@ -119,8 +119,15 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     (each item's opacity times gsplat's compensation, sqrt(det(Sigma_2d) /
     det(Sigma_2d + eps2d I)); gsplat's ``meta["opacities"]``, the
     compensated [C, N], is left out of meta in that mode rather than given
-    uncompensated). ``tile_size`` and ``channel_chunk`` are accepted and
-    ignored (nurec_ops' images do not depend on tiling).
+    uncompensated). ``tile_size``, ``channel_chunk`` and ``segmented``
+    are accepted and ignored (nurec_ops' images do not depend on tiling,
+    chunking or gsplat's sort).
+
+    Batch dimensions as gsplat's (means [..., N, 3], viewmats [..., C, 4,
+    4], every per-Gaussian and per-camera input behind the same leading
+    dimensions): each batch element renders in a call of its own, and the
+    outputs and meta are stacked as gsplat's ([..., C, H, W, X]; meta's
+    ``n_batches``, and with ``packed=True`` ``batch_ids``).
 
     ``packed=True`` (gsplat's default) gives gsplat's packed meta
     (``camera_ids``, ``gaussian_ids``, and ``means2d``, ``radii``,
@@ -129,12 +136,10 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     and packing costs one host sync, as in gsplat; ``packed=False`` is
     sync-free.
 
-    Refused with an error naming the argument: ``packed=True`` with SH
-    coefficients per camera and C > 1, ``radius_clip`` > 0,
+    Refused with an error naming the argument: ``radius_clip`` > 0,
     ``absgrad=True`` with colors of more than 4 channels,
-    ``camera_model="ortho"``,
-    ``distributed``, ``sparse_grad``, ``segmented``, ``covars`` and batch
-    dimensions.
+    ``camera_model="ortho"``, ``distributed``, ``sparse_grad`` and
+    ``covars``.
 
     Per-camera colors [C, N, D] (``sh_degree=None``; what gsplat's trainer
     passes with its appearance module, ``app_opt``) are the op's features
@@ -158,24 +163,27 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     for large Gaussians near the edge of a wide lens (benchmarks/RESULTS.md: 42.8 dB on
     a 120-degree FTheta street, 48.6 on a pinhole).
     """
+    given = dict(locals())  # the call's arguments, as _batched passes them on per batch element
     if radius_clip > 0:
         _unsupported("radius_clip", radius_clip, "every Gaussian that reaches alpha 1/255 is rendered")
     if rasterize_mode not in ("classic", "antialiased"):
         _unsupported("rasterize_mode", rasterize_mode, "the classic and antialiased modes")
     if covars is not None:
         _unsupported("covars", type(covars).__name__, "Gaussians are quats and scales")
-    for name, value in (("distributed", distributed), ("sparse_grad", sparse_grad), ("segmented", segmented)):
+    for name, value in (("distributed", distributed), ("sparse_grad", sparse_grad)):
         if value:
             _unsupported(name, value, "not implemented")
     if with_ut or with_eval3d:
         _warn_ewa()
+    if means.dim() != 2:
+        if means.dim() < 2 or means.shape[-1] != 3:
+            Ck.fail(_OP, f"`means` must have shape [..., N, 3], got {list(means.shape)}")
+        return _batched(given)
     cam_kw, Ks = _camera(camera_model, Ks, viewmats.shape[0], radial_coeffs, tangential_coeffs, thin_prism_coeffs,
                          ftheta_coeffs, means)
     cam_kw.update(_shutter(rolling_shutter, viewmats_rs))
     if render_mode not in _MODES:
         Ck.fail(_OP, f"`render_mode` must be one of {_MODES}, got {render_mode!r}")
-    if means.dim() != 2:
-        _unsupported("means", f"shape {list(means.shape)}", "no batch dimensions: means must be [N, 3]")
     N = means.shape[0]
     C = viewmats.shape[0]
     sh = sh_degree is not None
@@ -199,8 +207,6 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         rasterize_camera, means, quats, scales, opacities, width=int(width), height=int(height), near=near_plane,
         far=far_plane, sh_degree=sh_degree if sh else None, return_meta=True, means2d_grad=grad,
         absgrad=bool(absgrad) and grad, antialiased=rasterize_mode == "antialiased", eps2d=float(eps2d))
-    if packed and per_camera and sh and viewmats.shape[0] > 1:
-        _unsupported("packed", packed, "with SH coefficients per camera and C > 1 pass packed=False")
     if per_camera and sh:  # SH coefficients per camera: the op evaluates one set per Gaussian, so a call a camera
         render, depth, alpha, m = _per_camera(render_one, feats, viewmats, Ks, bg, cam_kw, bool(absgrad) and grad)
     else:
@@ -215,7 +221,8 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         out = torch.cat((render, depth), -1)
     meta = {
         "means2d": m.means2d, "radii": m.radii, "depths": m.depths, "width": int(width), "height": int(height),
-        "n_cameras": C, "gaussian_ids": None, "camera_ids": None, "tile_size": tile_size,
+        "n_batches": 1, "n_cameras": C, "batch_ids": None, "gaussian_ids": None, "camera_ids": None,
+        "tile_size": tile_size,
     }
     if rasterize_mode == "classic":  # antialiased: compensated per item, which the op keeps inside
         meta["opacities"] = opacities.expand(C, N)
@@ -225,37 +232,126 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
 
 
 def _pack(meta, absgrad):
-    """gsplat's packed meta from the unpacked one, in place: the items the
-    binning kept (radii > 0) as ``camera_ids``, ``gaussian_ids`` [nnz] and
-    ``means2d`` [nnz, 2], ``radii`` [nnz, 2], ``depths`` [nnz] (and
-    ``opacities`` [nnz]) of those items. nnz is data: finding it is one host
-    sync, as in gsplat's own packed mode (packed=False is sync-free). The
-    packed ``means2d`` is a leaf of its own; its ``.grad`` (and
-    ``.absgrad``) are the unpacked leaf's rows, gathered by a
-    post-accumulate hook when that gradient lands."""
-    keep = (meta["radii"] > 0).all(-1)
-    camera_ids, gaussian_ids = keep.nonzero(as_tuple=True)  # the host sync
+    """gsplat's packed meta from the unpacked one ([..., C, N, ...]), in
+    place: the items the binning kept (radii > 0) as ``batch_ids`` (into the
+    batch dimensions flattened; all 0 without them), ``camera_ids``,
+    ``gaussian_ids`` [nnz] and ``means2d`` [nnz, 2], ``radii`` [nnz, 2],
+    ``depths`` [nnz] (and ``opacities`` [nnz]) of those items. nnz is data:
+    finding it is one host sync, as in gsplat's own packed mode
+    (packed=False is sync-free). The packed ``means2d`` is a leaf of its
+    own; its ``.grad`` (and ``.absgrad``) are the unpacked leaf's rows,
+    gathered by a post-accumulate hook when that gradient lands."""
+    C, N = meta["radii"].shape[-3:-1]
+    lead = meta["radii"].dim() - 1  # the batch dimensions and C, N
+
+    def flat(t):  # [..., C, N, tail] as [B, C, N, tail]
+        return t.reshape((-1, C, N) + tuple(t.shape[lead:]))
+    keep = (meta["radii"] > 0).all(-1).reshape(-1, C, N)
+    batch_ids, camera_ids, gaussian_ids = keep.nonzero(as_tuple=True)  # the host sync
     full = meta["means2d"]
-    means2d = full.detach()[camera_ids, gaussian_ids]
+    means2d = flat(full.detach())[batch_ids, camera_ids, gaussian_ids]
     if full.requires_grad:
         means2d.requires_grad_(True)
-        _relay_grads(full, means2d, absgrad, lambda _, g: g[camera_ids, gaussian_ids])
-    meta.update(means2d=means2d, radii=meta["radii"][keep], depths=meta["depths"][keep], camera_ids=camera_ids,
-                gaussian_ids=gaussian_ids)
+        _relay_grads(full, means2d, absgrad, lambda _, g: flat(g)[batch_ids, camera_ids, gaussian_ids])
+    meta.update(means2d=means2d, radii=flat(meta["radii"])[keep], depths=flat(meta["depths"])[keep],
+                batch_ids=batch_ids, camera_ids=camera_ids, gaussian_ids=gaussian_ids)
     if "opacities" in meta:
-        meta["opacities"] = meta["opacities"][keep]
+        meta["opacities"] = flat(meta["opacities"])[keep]
+
+
+_PER_ELEMENT = (("means", ("N", 3)), ("quats", ("N", 4)), ("scales", ("N", 3)), ("opacities", ("N",)),
+                ("viewmats", ("C", 4, 4)), ("Ks", ("C", 3, 3)))
+_PER_ELEMENT_OPTIONAL = ("colors", "backgrounds", "radial_coeffs", "tangential_coeffs", "thin_prism_coeffs",
+                         "viewmats_rs")
+
+
+def _batched(given):
+    """gsplat's batch dimensions: means [..., N, 3] and the rest of each
+    batch element's inputs behind the same leading dimensions (viewmats
+    [..., C, 4, 4], Ks [..., C, 3, 3], colors [..., N, D] or [..., C, N, D]
+    or SH, backgrounds [..., C, D], a camera model's coefficients [..., C,
+    k], viewmats_rs [..., C, 4, 4]; ftheta_coeffs one set for all). Each
+    element renders in a call of its own (sync-free with packed=False: the
+    elements' Gaussians never meet), and what they return is stacked as
+    gsplat returns it: images [..., C, H, W, X], alphas [..., C, H, W, 1],
+    meta's ``means2d`` a leaf [..., C, N, 2] whose ``.grad`` (and
+    ``.absgrad``) each element's leaf fills in as its gradient lands,
+    ``radii``, ``depths`` (``opacities``) [..., C, N, ...], ``n_batches``;
+    packed: the kept items of every element, with ``batch_ids``."""
+    means = given["means"]
+    batch = tuple(means.shape[:-2])
+    B, N, nb = math.prod(batch), means.shape[-2], len(batch)
+    if B == 0:
+        Ck.fail(_OP, f"batch dimensions {list(batch)} hold no element to render")
+    views = given["viewmats"]
+    C = views.shape[-3] if isinstance(views, torch.Tensor) and views.dim() == nb + 3 else 0
+    sizes = {"N": N, "C": C}
+    flat = {}
+    for name, tail in _PER_ELEMENT:
+        want = batch + tuple(sizes.get(d, d) for d in tail)
+        t = given[name]
+        if not isinstance(t, torch.Tensor) or tuple(t.shape) != want:
+            got = list(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            tail_s = ", ".join(str(d) for d in tail)
+            Ck.fail(_OP, f"with batch dimensions {list(batch)} (from means [..., N, 3]) `{name}` must have shape "
+                    f"[..., {tail_s}] behind the same dimensions, got {got}")
+        flat[name] = t.reshape((B,) + t.shape[nb:])
+    for name in _PER_ELEMENT_OPTIONAL:
+        t = given[name]
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor) or t.dim() < nb + 1 or tuple(t.shape[:nb]) != batch:
+            got = list(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            Ck.fail(_OP, f"with batch dimensions {list(batch)} `{name}` must lead with them, got {got}")
+        flat[name] = t.reshape((B,) + t.shape[nb:])
+    calls = [rasterization(**dict(given, packed=False, **{k: v[b] for k, v in flat.items()})) for b in range(B)]
+    out, alpha = (torch.stack([c[k] for c in calls]).reshape(batch + calls[0][k].shape) for k in (0, 1))
+    metas = [c[2] for c in calls]
+    meta = dict(metas[0], n_batches=B)
+    for key in ("radii", "depths", "opacities"):
+        if key in meta:
+            meta[key] = torch.stack([m[key] for m in metas]).reshape(batch + metas[0][key].shape)
+    means2d = torch.stack([m["means2d"].detach() for m in metas]).reshape(batch + (C, N, 2))
+    if metas[0]["means2d"].requires_grad:
+        means2d.requires_grad_(True)
+        absgrad = bool(given["absgrad"])
+
+        def element(b):  # element b's [C, N, 2] into its place of the [..., C, N, 2] gradient
+            def place(current, g):
+                current = torch.zeros_like(means2d) if current is None else current
+                current.view(B, C, N, 2)[b] = g
+                return current
+            return place
+        for b, m in enumerate(metas):
+            _relay_grads(m["means2d"], means2d, absgrad, element(b))
+    meta["means2d"] = means2d
+    if given["packed"]:
+        _pack(meta, bool(given["absgrad"]) and means2d.requires_grad)
+    return out, alpha, meta
 
 
 def _relay_grads(source, target, absgrad, place):
     """Gives the leaf ``target`` its ``.grad`` (and with ``absgrad`` its
     ``.absgrad``) from the leaf ``source``'s when that lands: a
     post-accumulate hook on ``source`` sets each to ``place(current, g)``
-    (current: target's value so far or None; g: source's)."""
+    (current: target's value so far or None; g: source's). A source that is
+    itself a relay's target (per-camera SH's stacked means2d, a batch
+    element's) gets its gradient from a hook, which autograd's
+    post-accumulate hooks never see: its relays run after each of its own
+    (``_nurec_relays``), so that relays chain (packed meta of such a call)."""
+    if not hasattr(target, "_nurec_relays"):
+        target._nurec_relays = []
+
     def hook(leaf):
         target.grad = place(target.grad, leaf.grad)
         if absgrad:
             target.absgrad = place(getattr(target, "absgrad", None), leaf.absgrad)
-    source.register_post_accumulate_grad_hook(hook)
+        for onward in target._nurec_relays:
+            onward(target)
+    if hasattr(source, "_nurec_relays"):
+        source._nurec_relays.append(hook)
+    else:
+        source.register_post_accumulate_grad_hook(hook)
 
 
 def _per_camera(render_one, colors, viewmats, Ks, backgrounds, cam_kw, absgrad):

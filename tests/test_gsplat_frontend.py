@@ -405,14 +405,21 @@ def test_front_end_refuses_colors_it_cannot_place(shape, sh):
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("absgrad", [False, True])
-def test_packed_meta_is_the_kept_items_of_the_unpacked(absgrad, device):
+@pytest.mark.parametrize("colors", ["shared", "sh_per_camera"])
+def test_packed_meta_is_the_kept_items_of_the_unpacked(absgrad, colors, device):
     """packed=True (gsplat's default): the same images, and meta packed as
     gsplat packs it: camera_ids, gaussian_ids the items with radii > 0 (in
-    camera-major order), means2d, radii, depths, opacities their rows of the
-    unpacked meta, and means2d.grad (absgrad) the unpacked gradient's rows."""
+    camera-major order), batch_ids 0, means2d, radii, depths, opacities
+    their rows of the unpacked meta, and means2d.grad (absgrad) the unpacked
+    gradient's rows; also for SH coefficients per camera, a call of the op a
+    camera whose means2d gradients reach the packed leaf through two relays."""
     s = tc.to(_scene(N=120, C=3), device, torch.float64, grad=False)
     s["opacities"] = s["opacities"].detach().clone()
     s["opacities"][0] = 0.0  # below 1/255: dropped by every camera, so that packing leaves items out
+    sh = None
+    if colors == "sh_per_camera":
+        sh = 1
+        s["features"] = torch.rand(3, 120, 4, 3, dtype=torch.float64, device=device)
     cot = torch.randn(3, s["height"], s["width"], 3, dtype=torch.float64, device=device)
     got = {}
     for packed in (False, True):
@@ -420,7 +427,7 @@ def test_packed_meta_is_the_kept_items_of_the_unpacked(absgrad, device):
                                                                            "features")}
         out, alpha, meta = rasterization(leaves["means"], leaves["quats"], leaves["scales"], leaves["opacities"],
                                          leaves["features"], s["viewmats"], s["Ks"], s["width"], s["height"],
-                                         packed=packed, absgrad=absgrad)
+                                         packed=packed, absgrad=absgrad, sh_degree=sh)
         (out * cot).sum().backward()
         got[packed] = out, alpha, meta, {k: v.grad for k, v in leaves.items()}
     (out0, alpha0, m0, g0), (out1, alpha1, m1, g1) = got[False], got[True]
@@ -439,6 +446,7 @@ def test_packed_meta_is_the_kept_items_of_the_unpacked(absgrad, device):
     for k in ("radii", "depths", "opacities"):
         assert torch.equal(m1[k], m0[k][cam, gid]), k
     assert torch.equal(m1["means2d"], m0["means2d"].detach()[cam, gid])
+    assert torch.equal(m1["batch_ids"], torch.zeros_like(cam)) and m0["batch_ids"] is None
     assert m1["means2d"].is_leaf
     same(m1["means2d"].grad, m0["means2d"].grad[cam, gid], "means2d.grad")
     if absgrad:
@@ -446,12 +454,116 @@ def test_packed_meta_is_the_kept_items_of_the_unpacked(absgrad, device):
     assert m1["n_cameras"] == 3 and m0["gaussian_ids"] is None
 
 
-def test_packed_refused_with_sh_per_camera():
-    s = _scene(N=10, C=2)
-    with pytest.raises(NotImplementedError, match="`packed="):
-        rasterization(s["means"], s["quats"], s["scales"], s["opacities"],
-                      torch.rand(2, 10, 4, 3, dtype=torch.float64), s["viewmats"], s["Ks"], s["width"], s["height"],
-                      sh_degree=1)
+_G_KEYS = ("means", "quats", "scales", "opacities", "features")
+
+
+def _batch_of_scenes(batch, device, C=2, N=50, colors="shared"):
+    """prod(batch) scenes of their own (Gaussians and cameras), stacked behind
+    the batch dimensions as gsplat takes them."""
+    B = math.prod(batch)
+    scenes = [tc.to(tc.random_scene(N=N, C=C, W=20, H=14, D=3), device, torch.float64, grad=False) for _ in range(B)]
+    for sc in scenes:
+        sc["opacities"] = sc["opacities"].detach().clone()
+        sc["opacities"][0] = 0.0  # dropped by every camera: packing leaves items out
+        if colors == "sh_per_camera":
+            sc["features"] = torch.rand(C, N, 4, 3, dtype=torch.float64, device=device)
+    stacked = {k: torch.stack([sc[k].detach() for sc in scenes]).reshape(batch + scenes[0][k].shape)
+               for k in _G_KEYS + ("viewmats", "Ks")}
+    return scenes, stacked
+
+
+def _render(inputs, packed, absgrad, sh, cot):
+    """rasterization of `inputs` with fresh leaves, its loss backpropagated:
+    outputs, meta and the leaves' gradients."""
+    leaves = {k: inputs[k].detach().clone().requires_grad_(True) for k in _G_KEYS}
+    out, alpha, meta = rasterization(*(leaves[k] for k in _G_KEYS), inputs["viewmats"], inputs["Ks"], 20, 14,
+                                     packed=packed, absgrad=absgrad, sh_degree=sh,
+                                     backgrounds=inputs.get("backgrounds"))
+    ((out * cot).sum() + alpha.square().sum()).backward()
+    return out, alpha, meta, {k: v.grad for k, v in leaves.items()}
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("batch", [(2,), (2, 2)])
+@pytest.mark.parametrize("absgrad,colors", [(False, "shared"), (True, "shared"), (True, "sh_per_camera")])
+def test_front_end_batch_dims_are_each_elements_call(batch, absgrad, colors, device):
+    """gsplat's batch dimensions: means [..., N, 3], viewmats [..., C, 4, 4]
+    and every other per-element input (here backgrounds too) behind them
+    render as each element alone: images [..., C, H, W, 3], alphas, meta's
+    radii, depths, opacities [..., C, N, ...] and means2d [..., C, N, 2] a
+    leaf whose .grad (and .absgrad) are each element's, the inputs'
+    gradients each element's; meta's n_batches is prod(batch). Packed:
+    batch_ids, camera_ids, gaussian_ids are the kept items over the
+    flattened batch, their rows and gradients the unpacked ones'."""
+    scenes, stacked = _batch_of_scenes(batch, device, colors=colors)
+    B, C = len(scenes), 2
+    for sc in scenes:
+        sc["backgrounds"] = torch.rand(C, 3, dtype=torch.float64, device=device)
+    stacked["backgrounds"] = torch.stack([sc["backgrounds"] for sc in scenes]).reshape(batch + (C, 3))
+    sh = 1 if colors == "sh_per_camera" else None
+    g = torch.Generator().manual_seed(5)
+    cots = torch.randn((B, C, 14, 20, 3), generator=g, dtype=torch.float64).to(device)
+    out, alpha, meta, grads = _render(stacked, False, absgrad, sh, cots.reshape(batch + (C, 14, 20, 3)))
+    assert out.shape == batch + (C, 14, 20, 3) and alpha.shape == batch + (C, 14, 20, 1)
+    assert meta["n_batches"] == B and meta["n_cameras"] == C and meta["batch_ids"] is None
+    m2d = meta["means2d"]
+    assert m2d.is_leaf and m2d.shape == batch + (C, 50, 2) and meta["radii"].shape == batch + (C, 50, 2)
+
+    def same(got, want, name):  # on CUDA the tiles' float atomics add in any order
+        if device == "cpu":
+            assert torch.equal(got, want), name
+        else:
+            assert_close(got, want, torch.float64, msg=name)
+    flat = lambda t: t.reshape((B,) + t.shape[len(batch):])  # noqa: E731
+    for b, sc in enumerate(scenes):
+        o, a, m, gr = _render(sc, False, absgrad, sh, cots[b])
+        assert torch.equal(flat(out)[b], o) and torch.equal(flat(alpha)[b], a)
+        for k in ("radii", "depths", "opacities"):
+            assert torch.equal(flat(meta[k])[b], m[k]), k
+        assert torch.equal(flat(m2d.detach())[b], m["means2d"].detach())
+        same(flat(m2d.grad)[b], m["means2d"].grad, "means2d.grad")
+        if absgrad:
+            same(flat(m2d.absgrad)[b], m["means2d"].absgrad, "means2d.absgrad")
+        for k in _G_KEYS:
+            same(flat(grads[k])[b], gr[k], k)
+    _, _, pm, pgrads = _render(stacked, True, absgrad, sh, cots.reshape(batch + (C, 14, 20, 3)))
+    keep = (flat(meta["radii"]) > 0).all(-1)
+    ids = keep.nonzero(as_tuple=True)
+    assert 0 < ids[0].numel() < keep.numel() and (ids[0] > 0).any()
+    for name, want in zip(("batch_ids", "camera_ids", "gaussian_ids"), ids):
+        assert torch.equal(pm[name], want), name
+    for k in ("radii", "depths", "opacities"):
+        assert torch.equal(pm[k], flat(meta[k])[keep]), k
+    assert pm["means2d"].is_leaf and torch.equal(pm["means2d"], flat(m2d.detach())[keep])
+    same(pm["means2d"].grad, flat(m2d.grad)[keep], "packed means2d.grad")
+    if absgrad:
+        same(pm["means2d"].absgrad, flat(m2d.absgrad)[keep], "packed means2d.absgrad")
+    for k in _G_KEYS:
+        same(pgrads[k], grads[k], k)
+
+
+@pytest.mark.parametrize("name,arg,bad", [("viewmats", "viewmats", lambda v: v[0]), ("Ks", "Ks", lambda v: v[:1]),
+                                          ("quats", "quats", lambda v: v[0]), ("features", "colors", lambda v: v[0])])
+def test_front_end_batch_dims_must_agree(name, arg, bad):
+    """An input without the batch dimensions means has (or with others): an
+    error naming the argument, never a broadcast."""
+    _, st = _batch_of_scenes((2,), "cpu")
+    st[name] = bad(st[name])
+    with pytest.raises(RuntimeError, match=f"`{arg}`"):
+        rasterization(*(st[k] for k in _G_KEYS), st["viewmats"], st["Ks"], 20, 14)
+    _, st = _batch_of_scenes((2,), "cpu")
+    with pytest.raises(RuntimeError, match="no element"):  # an empty batch: nothing to stack, said so
+        rasterization(*(st[k][:0] for k in _G_KEYS), st["viewmats"][:0], st["Ks"][:0], 20, 14)
+
+
+def test_front_end_segmented_is_ignored():
+    """gsplat's `segmented` picks its radix sort: nothing to do here, the same
+    images and meta."""
+    s = _scene(N=40)
+    args = (s["means"], s["quats"], s["scales"], s["opacities"], s["features"], s["viewmats"], s["Ks"], s["width"],
+            s["height"])
+    (o0, a0, m0), (o1, a1, m1) = (rasterization(*args, packed=False, segmented=v) for v in (False, True))
+    assert torch.equal(o0, o1) and torch.equal(a0, a1) and torch.equal(m0["radii"], m1["radii"])
 
 
 def test_packed_with_colors_per_camera():
