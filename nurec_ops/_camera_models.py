@@ -1,4 +1,4 @@
-"""SPEC section 6's camera models for the fused camera op: each model's
+"""SPEC section 6's camera models (and gsplat's orthographic camera) for the fused camera op: each model's
 per-camera arguments (as nurec_ops.reference.rasterize_camera takes them)
 packed into the op's ``model_params [C, 20]`` (the layout of
 csrc/sensors/camera_models.h), on the device, without a host sync. The
@@ -8,7 +8,7 @@ import torch
 from . import _checks as Ck
 from ._cache import cached
 
-CODES = {"pinhole": 0, "opencv": 1, "fisheye": 2, "ftheta": 3}
+CODES = {"pinhole": 0, "opencv": 1, "fisheye": 2, "ftheta": 3, "ortho": 4}
 PARAMS = 20  # NUREC_CAM_PARAMS
 # the model's arguments and their widths, in packing order (slot offsets in camera_models.h)
 ARGS = {
@@ -16,8 +16,9 @@ ARGS = {
     "opencv": (("radial", 6, 0), ("tangential", 2, 6), ("thin_prism", 4, 8)),
     "fisheye": (("radial", 4, 0), ("max_angle", 1, 4)),
     "ftheta": (("principal_point", 2, 0), ("angle_to_pixel", 6, 2), ("linear_cde", 3, 8), ("max_angle", 1, 11)),
+    "ortho": (),  # Ks only; its params are all 0, but present: the op's model path takes them
 }
-OPTIONAL = {"ftheta": ("pixel_to_angle", "reference_poly"), "opencv": (), "fisheye": (), "pinhole": ()}
+OPTIONAL = {"ftheta": ("pixel_to_angle", "reference_poly"), "opencv": (), "fisheye": (), "pinhole": (), "ortho": ()}
 
 
 def _max_radius(radial):

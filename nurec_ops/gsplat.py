@@ -84,7 +84,9 @@ def _camera(model, Ks, C, radial, tangential, thin_prism, ftheta, like):
                     angle_to_pixel=f(ftheta.angle_to_pixeldist_poly), pixel_to_angle=f(ftheta.pixeldist_to_angle_poly),
                     linear_cde=f(ftheta.linear_cde), max_angle=like.new_full((C,), float(ftheta.max_angle)),
                     reference_poly=1 if "PIXELDIST_TO_ANGLE" in ref else 2), None
-    _unsupported("camera_model", model, "pinhole (with or without distortion), fisheye and ftheta only")
+    if model == "ortho":
+        return dict(camera_model="ortho"), Ks
+    _unsupported("camera_model", model, "pinhole (with or without distortion), ortho, fisheye and ftheta only")
 
 
 _SHUTTERS = {"ROLLING_TOP_TO_BOTTOM": "top_to_bottom", "ROLLING_BOTTOM_TO_TOP": "bottom_to_top",
@@ -137,9 +139,8 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     sync-free.
 
     Refused with an error naming the argument: ``radius_clip`` > 0,
-    ``absgrad=True`` with colors of more than 4 channels,
-    ``camera_model="ortho"``, ``distributed``, ``sparse_grad`` and
-    ``covars``.
+    ``absgrad=True`` with colors of more than 4 channels, ``distributed``,
+    ``sparse_grad`` and ``covars``.
 
     Per-camera colors [C, N, D] (``sh_degree=None``; what gsplat's trainer
     passes with its appearance module, ``app_opt``) are the op's features
@@ -148,6 +149,9 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     call for a trainer's batch of one camera; for C > 1 each call bins its
     camera alone: benchmarks/RESULTS.md measured 1.3-2.8x the fwd+bwd of
     shared colours at C = 3 that way).
+
+    ``camera_model="ortho"`` is gsplat's orthographic camera (its classic
+    path too): pixel ``(fx x + cx, fy y + cy)``, as gsplat projects it.
 
     Camera models and rolling shutter, which gsplat renders only with
     ``with_ut=True``: ``camera_model="pinhole"`` with ``radial_coeffs`` [C, 6]

@@ -104,7 +104,10 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
             ``angle_to_pixel [C, 6]``, ``linear_cde [C, 3]``, ``max_angle
             [C]``, optionally ``pixel_to_angle [C, 6]`` and
             ``reference_poly``; ``Ks`` may be None), passed as keywords
-            (``nurec_ops.sensors`` reads them from NCore calibrations).
+            (``nurec_ops.sensors`` reads them from NCore calibrations);
+            or gsplat's "ortho" (``Ks`` only: pixel ``(fx x + cx, fy y +
+            cy)``, fx, fy in pixels per metre, near / far on z; e.g. a
+            bird's-eye view from a camera above the scene).
         viewmats_end, shutter: SPEC section 7's rolling shutter: the
             cameras' poses at the end of the readout ``[C, 4, 4]`` and its
             direction ("top_to_bottom", "bottom_to_top", "left_to_right",

@@ -195,7 +195,7 @@ CAMERA = dict(op=nurec_ops.rasterize_camera, reference=ref.rasterize_camera, out
 CAMERA_MEDIAN = dict(CAMERA, outputs=CAMERA["outputs"] + ("median_depth",))
 CAMERA_MEDIAN_PARTS = Parts("nurec_ops.rasterize_camera", edge=lambda d, t: dict(_camera_edge(d, t), median_depth=True),
                             long=lambda d, t: dict(_camera_long(d, t), median_depth=True), long_min=32)
-MODEL_DATA = {m: (tm.MODELS[m][0],) for m in tm.MODELS}
+MODEL_DATA = {m: (tm.MODELS[m][0],) if tm.MODELS[m][0] else () for m in tm.MODELS}  # a model of no file: ()
 
 
 # ------------------------------------------------------- camera visibility
@@ -489,6 +489,8 @@ CASES = [
     OpCase("camera-opencv", make=_camera_make(_model("opencv")), data=MODEL_DATA["opencv"], **CAMERA),
     OpCase("camera-fisheye", make=_camera_make(_model("fisheye")), data=MODEL_DATA["fisheye"], **CAMERA),
     OpCase("camera-ftheta", make=_camera_make(_model("ftheta")), data=MODEL_DATA["ftheta"], **CAMERA),
+    OpCase("camera-ortho", make=_camera_make(_model("ortho")), **CAMERA),
+    OpCase("camera-rolling-ortho", make=_camera_make(_rolling(_model("ortho"), "left_to_right")), **CAMERA),
     OpCase("camera-rolling-pinhole", make=_camera_make(_rolling(_pinhole)), **CAMERA),
     OpCase("camera-rolling-ftheta", make=_camera_make(_rolling(_model("ftheta"), "left_to_right")),
            data=MODEL_DATA["ftheta"], **CAMERA),
@@ -512,6 +514,7 @@ CASES = [
     OpCase("visible-opencv", make=_visible_make(_model("opencv")), data=MODEL_DATA["opencv"], **VISIBLE),
     OpCase("visible-fisheye", make=_visible_make(_model("fisheye")), data=MODEL_DATA["fisheye"], **VISIBLE),
     OpCase("visible-ftheta", make=_visible_make(_model("ftheta")), data=MODEL_DATA["ftheta"], **VISIBLE),
+    OpCase("visible-ortho", make=_visible_make(_model("ortho")), **VISIBLE),
     OpCase("visible-rolling-pinhole", make=_visible_make(_rolling(_pinhole)), **VISIBLE),
     OpCase("visible-rolling-ftheta", make=_visible_make(_rolling(_model("ftheta"), "left_to_right")),
            data=MODEL_DATA["ftheta"], **VISIBLE),

@@ -7,7 +7,8 @@ for every model, with the real calibrations of ../shared/data/gsplat/
 to 1e-6 px on each real camera's field; gradcheck in float64.
 
 A model is a row of MODELS: the calibration file, which camera, the scale,
-and overrides of its parameters."""
+and overrides of its parameters; a model no real calibration has (gsplat's
+"ortho") gives its own parameters instead of a file."""
 import importlib
 import math
 
@@ -19,7 +20,6 @@ import nurec_ops
 import shared_data
 import test_rasterize_camera as tc
 from conftest import DEVICES, DTYPES
-from nurec_ops import reference as ref
 from nurec_ops import sensors
 
 cm = importlib.import_module("nurec_ops.reference.camera_models")
@@ -34,6 +34,9 @@ MODELS = {
     "ftheta": (shared_data.FTHETA, "camera_front_wide_120fov", 1 / 80, {}),
     "ftheta-backward-poly": (shared_data.FTHETA, "camera_cross_left_120fov", 1 / 80,
                              {"reference_poly": torch.tensor(1)}),
+    # a 48 x 36 image over 6 x 4.5 m (8 px a metre), the centre off the middle
+    "ortho": (None, "ortho", 1, {"Ks": torch.tensor([[8.0, 0, 23.0], [0, 8.0, 18.5], [0, 0, 1]],
+                                                    dtype=torch.float64), "size": (48, 36)}),
 }
 
 
@@ -41,9 +44,12 @@ def calibration(name, C=2):
     """(camera_model, per-camera arguments [C, ...], Ks [C, 3, 3], W, H) of a
     MODELS row, the camera repeated C times."""
     f, cam, scale, over = MODELS[name]
-    rec = sensors.read_cameras(shared_data.require(f))[cam]
-    model, p, (W, H) = sensors.camera_params(rec, scale=scale)
-    p.update(over)
+    if f is None:  # a model of no real calibration: its own parameters
+        model, p, (W, H) = cam, {k: v for k, v in over.items() if k != "size"}, over["size"]
+    else:
+        rec = sensors.read_cameras(shared_data.require(f))[cam]
+        model, p, (W, H) = sensors.camera_params(rec, scale=scale)
+        p.update(over)
     K = p.pop("Ks", None)
     if K is None:
         K = torch.eye(3, dtype=torch.float64)
@@ -67,7 +73,11 @@ def model_scene(name, N=150, C=2, seed=0):
     g = torch.Generator().manual_seed(seed)
     model, args, K, W, H = calibration(name, C)
     r = 2 + 7 * torch.rand(N, generator=g, dtype=torch.float64)
-    if model in ("fisheye", "ftheta"):
+    if model == "ortho":  # over the image and a bit past it, at depths 2-9 m
+        extent = torch.tensor([W / K[0, 0, 0], H / K[0, 1, 1]], dtype=torch.float64)  # the image in metres
+        xy = (torch.rand(N, 2, generator=g, dtype=torch.float64) * 1.3 - 0.15) * extent - K[0, :2, 2] / K[0, [0, 1], [0, 1]]
+        dirs = torch.cat((xy / r[:, None], torch.ones(N, 1, dtype=torch.float64)), -1)  # r dirs: (x, y, r)
+    elif model in ("fisheye", "ftheta"):
         th = 1.05 * float(args["max_angle"][0]) * torch.sqrt(torch.rand(N, generator=g, dtype=torch.float64))
         ph = 2 * math.pi * torch.rand(N, generator=g, dtype=torch.float64)
         dirs = torch.stack((th.sin() * ph.cos(), th.sin() * ph.sin(), th.cos()), -1)
@@ -83,7 +93,9 @@ def model_scene(name, N=150, C=2, seed=0):
         V[c, :3, :3] = _small_rotation(g, 0.1)
         V[c, :3, 3] = torch.randn(3, generator=g, dtype=torch.float64) * 0.05
     quats = tc.random_quats(N)
-    scales = torch.exp(torch.randn(N, 3, generator=g, dtype=torch.float64) * 0.4 - 2.6) * r[:, None] / 4
+    # a footprint of a few pixels: perspective sizes grow with the depth, orthographic ones do not
+    size = torch.full_like(r, 10.0) if model == "ortho" else r
+    scales = torch.exp(torch.randn(N, 3, generator=g, dtype=torch.float64) * 0.4 - 2.6) * size[:, None] / 4
     return dict(means=means, quats=quats, scales=scales, opacities=torch.rand(N, generator=g, dtype=torch.float64) * 0.9,
                 features=torch.rand(N, 3, generator=g, dtype=torch.float64), viewmats=V, Ks=K, width=W, height=H,
                 sh_degree=None, camera_model=model, **args)
@@ -158,7 +170,38 @@ def test_projected_means_match_opencv_and_ncore(device, model):
                                    msg=f"{name}: fused vs {'NCore' if model == 'ftheta' else 'OpenCV'}")
 
 
-@pytest.mark.parametrize("name", ["opencv", "fisheye", "ftheta", "ftheta-backward-poly"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_ortho_is_gsplats(device):
+    """gsplat's orthographic camera, against gsplat's own pure-PyTorch
+    projection (gsplat.cuda._torch_impl, camera_model="ortho", on the CPU):
+    the fused op's records (pixel, conic) are gsplat's to 1e-9 for every
+    item it keeps, and gsplat's front end with camera_model="ortho" renders
+    the op's images."""
+    ti = pytest.importorskip("gsplat.cuda._torch_impl")
+    s = tc.to(model_scene("ortho", N=200), "cpu", torch.float64, grad=False)
+    covars = nurec_ops.quat_scale_to_covar_preci(s["quats"], s["scales"], compute_preci=False, triu=False)[0]
+    _, means2d, depths, conics, _ = ti._fully_fused_projection(s["means"], covars, s["viewmats"], s["Ks"],
+                                                               s["width"], s["height"], eps2d=0.3,
+                                                               camera_model="ortho")
+    d = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in s.items()}
+    code, mp, K = nurec_ops._camera_models.pack("t", "ortho", 2, d["means"], d["Ks"], {})
+    out = torch.ops.nurec_ops.rasterize_camera_fwd(d["means"], d["quats"], d["scales"], d["opacities"], d["features"],
+                                                   d["viewmats"], K, None, d["width"], d["height"], 0.01, 1e10, -1,
+                                                   0, 1, 0, code, mp)
+    rec, kept = out[3].cpu(), out[4].cpu() > 0
+    assert 0.5 * kept.numel() < kept.sum() < kept.numel()  # most kept, those past the image's edge not
+    torch.testing.assert_close(rec[..., :2][kept], means2d[kept], rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(rec[..., 6][kept], depths[kept], rtol=1e-12, atol=0)
+    scale = conics[kept].abs().max(-1, keepdim=True).values
+    torch.testing.assert_close(rec[..., 2:5][kept] / scale, conics[kept] / scale, rtol=1e-9, atol=1e-9)
+    from nurec_ops.gsplat import rasterization
+    img, alpha, _ = rasterization(d["means"], d["quats"], d["scales"], d["opacities"], d["features"], d["viewmats"],
+                                  d["Ks"], d["width"], d["height"], camera_model="ortho", packed=False)
+    r, _, a = tc.run(nurec_ops.rasterize_camera, d)
+    assert torch.equal(img, r) and torch.equal(alpha, a) and (a > 0.5).float().mean() > 0.3
+
+
+@pytest.mark.parametrize("name", ["opencv", "fisheye", "ftheta", "ftheta-backward-poly", "ortho"])
 def test_gradcheck(name):
     """Float64 gradients of the fused op through each model (its Jacobian's
     dependence on the mean included), a few Gaussians."""

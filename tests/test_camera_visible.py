@@ -54,6 +54,7 @@ SCENES = {
     "fisheye": (_model("fisheye"), (tm.MODELS["fisheye"][0],)),
     "ftheta": (_model("ftheta"), (tm.MODELS["ftheta"][0],)),
     "ftheta-rolling": (_rolling(_model("ftheta"), "left_to_right"), (tm.MODELS["ftheta"][0],)),
+    "ortho": (_model("ortho"), ()),
 }
 
 

@@ -379,7 +379,7 @@ def test_antialiased_opacity_is_gsplats(eps2d):
 
 
 @pytest.mark.parametrize("kw,name", [(dict(packed=False, rasterize_mode="mip"), "rasterize_mode"),
-                                     (dict(packed=False, camera_model="ortho"), "camera_model"),
+                                     (dict(packed=False, camera_model="kannala"), "camera_model"),
                                      (dict(packed=False, radius_clip=1.0), "radius_clip"),
                                      (dict(packed=False, distributed=True), "distributed")])
 def test_front_end_refuses_what_it_does_not_do(kw, name):

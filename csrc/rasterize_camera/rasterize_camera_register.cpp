@@ -57,8 +57,9 @@ void rc_filter(const char* op, RcInputs& in, bool antialiased, double eps2d) {
 // SPEC 6: the camera model's code and its packed parameters per camera
 // [C, NUREC_CAM_PARAMS] (nurec_ops/_camera_models.py packs them).
 void rc_model(const char* op, RcInputs& in, int64_t camera_model, const std::optional<Tensor>& model_params) {
-    NUREC_CHECK(camera_model >= NUREC_CAM_PINHOLE && camera_model <= NUREC_CAM_FTHETA, "nurec_ops.", op,
-                ": `camera_model` must be 0..3 (pinhole, opencv, fisheye, ftheta), got ", camera_model);
+    NUREC_CHECK(camera_model >= NUREC_CAM_PINHOLE && camera_model <= NUREC_CAM_LAST, "nurec_ops.", op,
+                ": `camera_model` must be 0..", (int)NUREC_CAM_LAST, " (pinhole, opencv, fisheye, ftheta, ortho), got ",
+                camera_model);
     in.p.camera_model = (int)camera_model;
     in.p.model_params = nullptr;
     if (camera_model == NUREC_CAM_PINHOLE) return;

@@ -5,6 +5,7 @@
 #include "sensors/camera_opencv_generic.h"
 #include "sensors/camera_fisheye_generic.h"
 #include "sensors/camera_ftheta_generic.h"
+#include "sensors/camera_ortho_generic.h"
 
 /* A camera's model: its code, Ks' focal lengths and centre, the packed
  * parameters. */
@@ -19,6 +20,7 @@ NUREC_HD int NR(cam_model_valid)(const NR(cam_model)* m, const real_t p[3], real
     case NUREC_CAM_OPENCV: return NR(cam_opencv_valid)(m->mp, p, near_plane, far_plane);
     case NUREC_CAM_FISHEYE: return NR(cam_fisheye_valid)(m->mp, p, near_plane, far_plane);
     case NUREC_CAM_FTHETA: return NR(cam_ftheta_valid)(m->mp, p, near_plane, far_plane);
+    case NUREC_CAM_ORTHO: return NR(cam_ortho_valid)(p, near_plane, far_plane);
     default: return 0;
     }
 }
@@ -32,6 +34,7 @@ NUREC_HD void NR(cam_model_project)(const NR(cam_model)* m, const real_t q[3], c
     case NUREC_CAM_OPENCV: NR(cam_opencv_project)(m->mp, m->fx, m->fy, m->cx, m->cy, p, out); return;
     case NUREC_CAM_FISHEYE: NR(cam_fisheye_project)(m->mp, m->fx, m->fy, m->cx, m->cy, p, out); return;
     case NUREC_CAM_FTHETA: NR(cam_ftheta_project)(m->mp, p, out); return;
+    case NUREC_CAM_ORTHO: NR(cam_ortho_project)(m->fx, m->fy, m->cx, m->cy, p, out); return;
     default: out[0] = out[1] = NR(jet_const)((real_t)0); return;
     }
 }

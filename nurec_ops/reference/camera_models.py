@@ -1,6 +1,7 @@
 """Reference camera models (SPEC section 6), pure PyTorch: the projection of
 camera-space points p = (x, y, z) (OpenCV frame) to pixels, for "pinhole",
-"opencv", "fisheye" and "ftheta", with the valid field of each, and the
+"opencv", "fisheye", "ftheta" and gsplat's "ortho" (pixel (fx x + cx,
+fy y + cy), z the depth), with the valid field of each, and the
 Jacobian of a projection by autograd. Pixel coordinates have their origin
 at the top-left corner of the first pixel (pixel centres at x + 0.5), as
 SPEC section 3's and NCore's image coordinates; nurec_ops.sensors reads
@@ -16,6 +17,7 @@ row here, broadcast against the points):
 - opencv: ``Ks``, ``radial [6]`` (k1..k6), ``tangential [2]`` (p1, p2),
   ``thin_prism [4]`` (s1..s4);
 - fisheye: ``Ks``, ``radial [4]`` (k1..k4), ``max_angle []``;
+- ortho: ``Ks [3, 3]`` (fx, fy in pixels per metre);
 - ftheta: ``principal_point [2]``, ``angle_to_pixel [6]`` (c0..c5),
   ``linear_cde [3]``, ``max_angle []``; and, for a calibration whose
   reference polynomial is the backward one, ``pixel_to_angle [6]`` with
@@ -24,7 +26,7 @@ row here, broadcast against the points):
 """
 import torch
 
-MODELS = ("pinhole", "opencv", "fisheye", "ftheta")
+MODELS = ("pinhole", "opencv", "fisheye", "ftheta", "ortho")
 
 
 def _poly(c, t):
@@ -63,6 +65,10 @@ def project(model, p, params):
     points p [..., 3] under ``model`` with one camera's ``params`` (a dict,
     see the module docstring). Near / far limits are the caller's."""
     x, y, z = p.unbind(-1)
+    if model == "ortho":  # gsplat's orthographic camera: fx, fy in pixels per metre
+        K = params["Ks"]
+        return torch.stack((K[..., 0, 0] * x + K[..., 0, 2], K[..., 1, 1] * y + K[..., 1, 2]), -1), torch.ones_like(
+            z, dtype=torch.bool)
     if model == "pinhole" or model == "opencv":
         K = params["Ks"]
         fx, fy, cx, cy = K[..., 0, 0], K[..., 1, 1], K[..., 0, 2], K[..., 1, 2]

@@ -92,7 +92,8 @@ def project(means, quats, scales, viewmats, Ks, valid, width, height, antialiase
 
 _MODEL_ARGS = {"pinhole": ("Ks",), "opencv": ("Ks", "radial", "tangential", "thin_prism"),
                "fisheye": ("Ks", "radial", "max_angle"),
-               "ftheta": ("principal_point", "angle_to_pixel", "linear_cde", "max_angle")}
+               "ftheta": ("principal_point", "angle_to_pixel", "linear_cde", "max_angle"), "ortho": ("Ks",)}
+_Z_LIMITED = ("opencv", "ortho")  # near / far on the camera z (the radial models: on the distance)
 
 
 def project_model(model, means, quats, scales, viewmats, cam, near, far, width, height, antialiased=False,
@@ -109,7 +110,7 @@ def project_model(model, means, quats, scales, viewmats, cam, near, far, width, 
     batched = {k: cam[k] for k in _MODEL_ARGS[model] + (("pixel_to_angle",) if ref_poly == 1 else ())}
     with torch.no_grad():
         dist = torch.linalg.vector_norm(p, dim=-1)
-        if model == "opencv":
+        if model in _Z_LIMITED:
             z = p[..., 2]
             valid = (z > near) & (z < far)
         else:
@@ -162,7 +163,7 @@ def mean_pixels(model, means, viewmats, cam, near, far):
         batched = {k: cam[k] for k in _MODEL_ARGS[model] + (("pixel_to_angle",) if ref_poly == 1 else ())}
         uv, ok = torch.func.vmap(lambda q, c: camera_models.project(model, q, dict(c, reference_poly=ref_poly)))(
             p, batched)
-        lim = p[..., 2] if model == "opencv" else torch.linalg.vector_norm(p, dim=-1)
+        lim = p[..., 2] if model in _Z_LIMITED else torch.linalg.vector_norm(p, dim=-1)
         return uv, ok & (lim > near) & (lim < far)
 
 
@@ -250,7 +251,8 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     camera models of SPEC section 6 (``camera_model`` and its per-camera
     arguments: radial, tangential, thin_prism for "opencv"; radial,
     max_angle for "fisheye"; principal_point, angle_to_pixel, linear_cde,
-    max_angle, optionally pixel_to_angle and reference_poly, for "ftheta")
+    max_angle, optionally pixel_to_angle and reference_poly, for "ftheta";
+    none but Ks for gsplat's "ortho")
     and SPEC 7's rolling shutter (``viewmats_end``, ``shutter``: each
     Gaussian rendered with the pose at its own time, by own_times), and
     gsplat's antialiased mode (``antialiased``: each item's opacity times
