@@ -138,9 +138,14 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     and packing costs one host sync, as in gsplat; ``packed=False`` is
     sync-free.
 
+    ``sparse_grad=True`` (with ``packed=True`` and no batch dimensions, as
+    in gsplat): means, quats and scales get their gradients as COO tensors
+    of the Gaussians some camera kept (for torch.optim.SparseAdam), at a
+    second host sync.
+
     Refused with an error naming the argument: ``radius_clip`` > 0,
-    ``absgrad=True`` with colors of more than 4 channels, ``distributed``,
-    ``sparse_grad`` and ``covars``.
+    ``absgrad=True`` with colors of more than 4 channels, ``distributed``
+    and ``covars``.
 
     Per-camera colors [C, N, D] (``sh_degree=None``; what gsplat's trainer
     passes with its appearance module, ``app_opt``) are the op's features
@@ -174,9 +179,10 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         _unsupported("rasterize_mode", rasterize_mode, "the classic and antialiased modes")
     if covars is not None:
         _unsupported("covars", type(covars).__name__, "Gaussians are quats and scales")
-    for name, value in (("distributed", distributed), ("sparse_grad", sparse_grad)):
-        if value:
-            _unsupported(name, value, "not implemented")
+    if distributed:
+        _unsupported("distributed", distributed, "not implemented")
+    if sparse_grad and (not packed or means.dim() != 2):  # as gsplat asserts
+        _unsupported("sparse_grad", sparse_grad, "with packed=True and no batch dimensions only, as in gsplat")
     if with_ut or with_eval3d:
         _warn_ewa()
     if means.dim() != 2:
@@ -207,6 +213,9 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     bg = backgrounds if want_color else None
     grad = torch.is_grad_enabled() and any(
         t.requires_grad for t in (means, quats, scales, opacities, colors) if isinstance(t, torch.Tensor))
+    rows = {}  # sparse_grad: the rows some camera kept, once packing has found them
+    if sparse_grad and grad:
+        means, quats, scales = _SparseRows.apply(rows, means, quats, scales)
     render_one = functools.partial(
         rasterize_camera, means, quats, scales, opacities, width=int(width), height=int(height), near=near_plane,
         far=far_plane, sh_degree=sh_degree if sh else None, return_meta=True, means2d_grad=grad,
@@ -232,7 +241,29 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         meta["opacities"] = opacities.expand(C, N)
     if packed:
         _pack(meta, bool(absgrad) and grad)
+    if sparse_grad and grad:
+        rows["ids"] = torch.unique(meta["gaussian_ids"])  # a second host sync (nnz again), as packed's first
     return out, alpha, meta
+
+
+class _SparseRows(torch.autograd.Function):
+    """gsplat's ``sparse_grad``: the identity on (means, quats, scales),
+    whose backward hands each its gradient as a coalesced COO tensor of the
+    rows ``rows["ids"]`` lists (the Gaussians some camera kept: every other
+    row's gradient is zero), for optimizers such as torch.optim.SparseAdam.
+    gsplat lists a row once per camera that kept it; the sum is the same."""
+
+    @staticmethod
+    def forward(ctx, rows, *tensors):
+        ctx.rows = rows
+        return tuple(t.view_as(t) for t in tensors)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ids = ctx.rows["ids"]
+        # the indices are sorted, unique and in range by construction: no invariant check
+        return (None,) + tuple(None if g is None else torch.sparse_coo_tensor(
+            ids[None], g[ids], g.shape, is_coalesced=True, check_invariants=False) for g in grads)
 
 
 def _pack(meta, absgrad):

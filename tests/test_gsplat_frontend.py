@@ -381,7 +381,8 @@ def test_antialiased_opacity_is_gsplats(eps2d):
 @pytest.mark.parametrize("kw,name", [(dict(packed=False, rasterize_mode="mip"), "rasterize_mode"),
                                      (dict(packed=False, camera_model="kannala"), "camera_model"),
                                      (dict(packed=False, radius_clip=1.0), "radius_clip"),
-                                     (dict(packed=False, distributed=True), "distributed")])
+                                     (dict(packed=False, distributed=True), "distributed"),
+                                     (dict(packed=False, sparse_grad=True), "sparse_grad")])
 def test_front_end_refuses_what_it_does_not_do(kw, name):
     s = _scene(N=10)
     with pytest.raises(NotImplementedError, match=f"`{name}="):
@@ -554,6 +555,45 @@ def test_front_end_batch_dims_must_agree(name, arg, bad):
     _, st = _batch_of_scenes((2,), "cpu")
     with pytest.raises(RuntimeError, match="no element"):  # an empty batch: nothing to stack, said so
         rasterization(*(st[k][:0] for k in _G_KEYS), st["viewmats"][:0], st["Ks"][:0], 20, 14)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_front_end_sparse_grad(device):
+    """gsplat's sparse_grad (packed): means, quats and scales get COO
+    gradients of one entry per Gaussian some camera kept, whose dense form is
+    the dense call's gradient; opacities' and colours' stay dense and equal;
+    torch.optim.SparseAdam steps on them and moves only those rows."""
+    s = tc.to(_scene(N=80), device, torch.float64, grad=False)
+    s["opacities"] = s["opacities"].detach().clone()
+    s["opacities"][:5] = 0.0  # dropped by every camera: rows with no gradient
+    keys = ("means", "quats", "scales", "opacities", "features")
+    cot = torch.randn(2, s["height"], s["width"], 3, dtype=torch.float64, device=device)
+    got = {}
+    for sparse in (False, True):
+        leaves = {k: s[k].detach().clone().requires_grad_(True) for k in keys}
+        out, _, meta = rasterization(*(leaves[k] for k in keys), s["viewmats"], s["Ks"], s["width"], s["height"],
+                                     sparse_grad=sparse)
+        (out * cot).sum().backward()
+        got[sparse] = leaves, meta
+    (dense, _), (sparse, meta) = got[False], got[True]
+    kept = torch.unique(meta["gaussian_ids"])
+    assert 0 < kept.numel() <= 75
+    for k in keys:
+        g = sparse[k].grad
+        if k in ("means", "quats", "scales"):
+            assert g.is_sparse and g._nnz() == kept.numel(), k  # one row each (.grad may drop the flag)
+            assert torch.equal(g.coalesce().indices()[0], kept), k
+            g = g.to_dense()
+        else:
+            assert not g.is_sparse, k
+        if device == "cpu":
+            assert torch.equal(g, dense[k].grad), k
+        else:  # the tiles' float atomics add in any order
+            assert_close(g, dense[k].grad, torch.float64, msg=k)
+    before = sparse["means"].detach().clone()
+    torch.optim.SparseAdam([sparse["means"]], lr=1e-2).step()
+    moved = (sparse["means"].detach() != before).any(-1)
+    assert moved[kept].any() and not moved[~torch.isin(torch.arange(80, device=device), kept)].any()
 
 
 def test_front_end_segmented_is_ignored():
