@@ -172,7 +172,6 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     for large Gaussians near the edge of a wide lens (benchmarks/RESULTS.md: 42.8 dB on
     a 120-degree FTheta street, 48.6 on a pinhole).
     """
-    given = dict(locals())  # the call's arguments, as _batched passes them on per batch element
     if radius_clip > 0:
         _unsupported("radius_clip", radius_clip, "every Gaussian that reaches alpha 1/255 is rendered")
     if rasterize_mode not in ("classic", "antialiased"):
@@ -188,7 +187,7 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     if means.dim() != 2:
         if means.dim() < 2 or means.shape[-1] != 3:
             Ck.fail(_OP, f"`means` must have shape [..., N, 3], got {list(means.shape)}")
-        return _batched(given)
+        return _batched(dict(locals()))  # the call's arguments (nothing else is bound yet), per element
     cam_kw, Ks = _camera(camera_model, Ks, viewmats.shape[0], radial_coeffs, tangential_coeffs, thin_prism_coeffs,
                          ftheta_coeffs, means)
     cam_kw.update(_shutter(rolling_shutter, viewmats_rs))
@@ -347,9 +346,9 @@ def _batched(given):
         if key in meta:
             meta[key] = torch.stack([m[key] for m in metas]).reshape(batch + metas[0][key].shape)
     means2d = torch.stack([m["means2d"].detach() for m in metas]).reshape(batch + (C, N, 2))
+    absgrad = bool(given["absgrad"]) and metas[0]["means2d"].requires_grad
     if metas[0]["means2d"].requires_grad:
         means2d.requires_grad_(True)
-        absgrad = bool(given["absgrad"])
 
         def element(b):  # element b's [C, N, 2] into its place of the [..., C, N, 2] gradient
             def place(current, g):
@@ -361,7 +360,7 @@ def _batched(given):
             _relay_grads(m["means2d"], means2d, absgrad, element(b))
     meta["means2d"] = means2d
     if given["packed"]:
-        _pack(meta, bool(given["absgrad"]) and means2d.requires_grad)
+        _pack(meta, absgrad)
     return out, alpha, meta
 
 

@@ -101,7 +101,7 @@ def pytest_collection_modifyitems(config, items):
     # every K-th test, not a contiguous K-th: a file's or a row's costly
     # parametrisations stand together in collection order, dealt this way
     # they spread over the shards
-    keep = [it for i, it in enumerate(items) if i % n == k]
+    keep = items[k::n]
     dropped = [it for i, it in enumerate(items) if i % n != k]
     if dropped:
         config.hook.pytest_deselected(items=dropped)

@@ -34,7 +34,8 @@ MODELS = {
     "ftheta": (shared_data.FTHETA, "camera_front_wide_120fov", 1 / 80, {}),
     "ftheta-backward-poly": (shared_data.FTHETA, "camera_cross_left_120fov", 1 / 80,
                              {"reference_poly": torch.tensor(1)}),
-    # a 48 x 36 image over 6 x 4.5 m (8 px a metre), the centre off the middle
+    # no file: (None, the model, scale unused, its parameters and image "size"); a 48 x 36 image over 6 x 4.5 m
+    # (8 px a metre), the centre off the middle
     "ortho": (None, "ortho", 1, {"Ks": torch.tensor([[8.0, 0, 23.0], [0, 8.0, 18.5], [0, 0, 1]],
                                                     dtype=torch.float64), "size": (48, 36)}),
 }

@@ -404,6 +404,15 @@ def test_front_end_refuses_colors_it_cannot_place(shape, sh):
                       s["viewmats"], s["Ks"], s["width"], s["height"], packed=False, sh_degree=sh)
 
 
+def _same_sums(got, want, device, name):
+    """Two runs' sums: bit for bit on the CPU; on CUDA the tiles' and
+    cameras' float atomics add in any order, so to the float64 tolerance."""
+    if device == "cpu":
+        assert torch.equal(got, want), name
+    else:
+        assert_close(got, want, torch.float64, msg=name)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("absgrad", [False, True])
 @pytest.mark.parametrize("colors", ["shared", "sh_per_camera"])
@@ -433,11 +442,8 @@ def test_packed_meta_is_the_kept_items_of_the_unpacked(absgrad, colors, device):
         got[packed] = out, alpha, meta, {k: v.grad for k, v in leaves.items()}
     (out0, alpha0, m0, g0), (out1, alpha1, m1, g1) = got[False], got[True]
     assert torch.equal(out0, out1) and torch.equal(alpha0, alpha1)
-    def same(got, want, name):  # on CUDA the tiles' and cameras' float atomics add in any order
-        if device == "cpu":
-            assert torch.equal(got, want), name
-        else:
-            assert_close(got, want, torch.float64, msg=name)
+    def same(got, want, name):
+        _same_sums(got, want, device, name)
 
     for k in g0:
         same(g1[k], g0[k], k)
@@ -510,11 +516,8 @@ def test_front_end_batch_dims_are_each_elements_call(batch, absgrad, colors, dev
     m2d = meta["means2d"]
     assert m2d.is_leaf and m2d.shape == batch + (C, 50, 2) and meta["radii"].shape == batch + (C, 50, 2)
 
-    def same(got, want, name):  # on CUDA the tiles' float atomics add in any order
-        if device == "cpu":
-            assert torch.equal(got, want), name
-        else:
-            assert_close(got, want, torch.float64, msg=name)
+    def same(got, want, name):
+        _same_sums(got, want, device, name)
     flat = lambda t: t.reshape((B,) + t.shape[len(batch):])  # noqa: E731
     for b, sc in enumerate(scenes):
         o, a, m, gr = _render(sc, False, absgrad, sh, cots[b])
@@ -586,10 +589,7 @@ def test_front_end_sparse_grad(device):
             g = g.to_dense()
         else:
             assert not g.is_sparse, k
-        if device == "cpu":
-            assert torch.equal(g, dense[k].grad), k
-        else:  # the tiles' float atomics add in any order
-            assert_close(g, dense[k].grad, torch.float64, msg=k)
+        _same_sums(g, dense[k].grad, device, k)
     before = sparse["means"].detach().clone()
     torch.optim.SparseAdam([sparse["means"]], lr=1e-2).step()
     moved = (sparse["means"].detach() != before).any(-1)
