@@ -143,9 +143,13 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     of the Gaussians some camera kept (for torch.optim.SparseAdam), at a
     second host sync.
 
-    Refused with an error naming the argument: ``radius_clip`` > 0,
-    ``absgrad=True`` with colors of more than 4 channels, ``distributed``
-    and ``covars``.
+    ``radius_clip`` drops, as gsplat does, the (camera, Gaussian) items
+    whose two radii are both <= it, the radii being those ``meta["radii"]``
+    reports (gsplat's up to the footprint's 0.01 margin and its 3.33-sigma
+    cap); <= 0 drops none.
+
+    Refused with an error naming the argument: ``absgrad=True`` with colors
+    of more than 4 channels, ``distributed`` and ``covars``.
 
     Per-camera colors [C, N, D] (``sh_degree=None``; what gsplat's trainer
     passes with its appearance module, ``app_opt``) are the op's features
@@ -172,8 +176,6 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     for large Gaussians near the edge of a wide lens (benchmarks/RESULTS.md: 42.8 dB on
     a 120-degree FTheta street, 48.6 on a pinhole).
     """
-    if radius_clip > 0:
-        _unsupported("radius_clip", radius_clip, "every Gaussian that reaches alpha 1/255 is rendered")
     if rasterize_mode not in ("classic", "antialiased"):
         _unsupported("rasterize_mode", rasterize_mode, "the classic and antialiased modes")
     if covars is not None:
@@ -218,7 +220,8 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     render_one = functools.partial(
         rasterize_camera, means, quats, scales, opacities, width=int(width), height=int(height), near=near_plane,
         far=far_plane, sh_degree=sh_degree if sh else None, return_meta=True, means2d_grad=grad,
-        absgrad=bool(absgrad) and grad, antialiased=rasterize_mode == "antialiased", eps2d=float(eps2d))
+        absgrad=bool(absgrad) and grad, antialiased=rasterize_mode == "antialiased", eps2d=float(eps2d),
+        radius_clip=max(float(radius_clip), 0.0))  # gsplat: a clip <= 0 drops none
     if per_camera and sh:  # SH coefficients per camera: the op evaluates one set per Gaussian, so a call a camera
         render, depth, alpha, m = _per_camera(render_one, feats, viewmats, Ks, bg, cam_kw, bool(absgrad) and grad)
     else:

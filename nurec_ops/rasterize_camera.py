@@ -54,7 +54,7 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
                      near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, binning="auto",
                      capacity=None, on_overflow="warn", return_meta=False, means2d_grad=False,
                      absgrad=False, camera_model="pinhole", viewmats_end=None, shutter="global", antialiased=False,
-                     eps2d=0.3, median_depth=False, **model_args):
+                     eps2d=0.3, radius_clip=0.0, median_depth=False, **model_args):
     """3D Gaussian splatting of world-space Gaussians into pinhole cameras.
 
     Args:
@@ -122,6 +122,12 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
             Differentiable through the compensation too.
         eps2d: the dilation added to each 2D covariance's diagonal, px^2
             (SPEC 3's 0.3; gsplat's ``eps2d``), in [0, 1e6].
+        radius_clip: gsplat's ``radius_clip``, >= 0 px: a (camera,
+            Gaussian) item whose radii (``meta.radii``, the half-extents in
+            whole pixels of its footprint's box) are both <= radius_clip is
+            dropped, as if it reached no pixel (no entries, radii 0, no
+            gradient): small, distant Gaussians skipped for speed. 0 (the
+            default, gsplat's too) drops none.
         median_depth: also return ``median_depth [C, H, W, 1]`` after
             alpha (gsplat issue 930): per pixel the camera z of its median
             Gaussian, the first in compositing order after which the
@@ -168,7 +174,8 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     args = (means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height,
             float(near), float(far), sh, segments, _SEGMENT_MIN)
     # meta: by the projection
-    tail = (code, model_params, rs_code, rs_end, bool(return_meta), bool(antialiased), float(eps2d))
+    tail = (code, model_params, rs_code, rs_end, bool(return_meta), bool(antialiased), float(eps2d),
+            float(radius_clip))
 
     def run(forward):
         return _binning.run_binned(_OP, lambda *a: forward(*a, *tail), args, means.device, (C, width, height),
@@ -247,9 +254,11 @@ def _check_packed(op, C, means, name, code, codes, params, params_name, shape, w
     Ck.device(op, params_name, params, means, "means")
 
 
-def _check_eps2d(op, eps2d):
+def _check_eps2d(op, eps2d, radius_clip=0.0):
     if not 0 <= eps2d <= 1e6:  # NaN fails too
         Ck.fail(op, f"`eps2d` must be in [0, 1e6] px^2, got {eps2d}")
+    if not radius_clip >= 0:
+        Ck.fail(op, f"`radius_clip` must be >= 0 px, got {radius_clip}")
 
 
 def _check_model(op, C, means, camera_model, model_params):
@@ -265,10 +274,10 @@ def _check_shutter(op, C, means, shutter, viewmats_end):
 @torch.library.register_fake("nurec_ops::rasterize_camera_fwd")
 def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width, height, near, far,
           sh_degree, segments, segment_min, capacity, camera_model=0, model_params=None, shutter=0,
-          viewmats_end=None, meta=False, antialiased=False, eps2d=0.3):
+          viewmats_end=None, meta=False, antialiased=False, eps2d=0.3, radius_clip=0.0):
     C, N, D, K = _check(_OP, means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width,
                         height, near, far, sh_degree)
-    _check_eps2d(_OP, eps2d)
+    _check_eps2d(_OP, eps2d, radius_clip)
     _check_model(_OP, C, means, camera_model, model_params)
     _check_shutter(_OP, C, means, shutter, viewmats_end)
     Ck.segments(_OP, segments, segment_min)
@@ -382,7 +391,7 @@ _VISIBLE_OP = "camera_visible"
 @ranged("nurec_ops.camera_visible")
 def camera_visible(means, quats, scales, opacities, viewmats, Ks, width, height, near=0.01, far=1e10, *,
                    camera_model="pinhole", viewmats_end=None, shutter="global", antialiased=False, eps2d=0.3,
-                   **model_args):
+                   radius_clip=0.0, **model_args):
     """``[N]`` bool: the Gaussians that ``rasterize_camera`` with the same
     arguments can draw: those with a pixel centre of at least one camera
     inside their footprint, SPEC section 3's ellipse ``d^T Sigma^-1 d <=
@@ -404,15 +413,16 @@ def camera_visible(means, quats, scales, opacities, viewmats, Ks, width, height,
     with torch.no_grad():
         return ops.rasterize_camera_visible(means, quats, scales, opacities, viewmats, Ks, width, height,
                                             float(near), float(far), code, model_params, rs_code, rs_end,
-                                            bool(antialiased), float(eps2d))
+                                            bool(antialiased), float(eps2d), float(radius_clip))
 
 
 @torch.library.register_fake("nurec_ops::rasterize_camera_visible")
 def _fake_visible(means, quats, scales, opacities, viewmats, Ks, width, height, near, far, camera_model=0,
-                  model_params=None, shutter=0, viewmats_end=None, antialiased=False, eps2d=0.3):
+                  model_params=None, shutter=0, viewmats_end=None, antialiased=False, eps2d=0.3,
+                  radius_clip=0.0):
     C, N, _, _ = _check(_VISIBLE_OP, means, quats, scales, opacities, means, viewmats, Ks, None, width, height,
                         near, far, -1)
-    _check_eps2d(_VISIBLE_OP, eps2d)
+    _check_eps2d(_VISIBLE_OP, eps2d, radius_clip)
     _check_model(_VISIBLE_OP, C, means, camera_model, model_params)
     _check_shutter(_VISIBLE_OP, C, means, shutter, viewmats_end)
     return means.new_empty((N,), dtype=torch.bool)

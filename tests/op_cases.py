@@ -166,6 +166,15 @@ def _eps2d(scene_fn, eps2d):
     return scene
 
 
+def _radius_clip(scene_fn, clip):
+    """gsplat's radius_clip: items whose radii are both <= clip dropped (a
+    half past a whole radius, so that no radius rounds onto the cut; the
+    scenes' radii are mostly 2-7 px, so a share of the items goes)."""
+    def scene(large):
+        return dict(scene_fn(large), radius_clip=clip)
+    return scene
+
+
 def _median(scene_fn):
     """gsplat issue 930's median depth beside the expected depth (a fourth
     output: camera z, lidar range)."""
@@ -502,6 +511,9 @@ CASES = [
     OpCase("camera-eps2d-antialiased-pinhole", make=_camera_make(_eps2d(_antialiased(_pinhole), 0.1)), **CAMERA),
     OpCase("camera-eps2d-opencv", make=_camera_make(_eps2d(_model("opencv"), 1.0)), data=MODEL_DATA["opencv"],
            **CAMERA),
+    OpCase("camera-radius-clip-pinhole", make=_camera_make(_radius_clip(_pinhole, 3.5)), **CAMERA),
+    OpCase("camera-radius-clip-rolling-fisheye", make=_camera_make(_radius_clip(_rolling(_model("fisheye")), 2.5)),
+           data=MODEL_DATA["fisheye"], **CAMERA),
     OpCase("camera-antialiased-rolling-ftheta", make=_camera_make(_antialiased(_rolling(_model("ftheta")))),
            data=MODEL_DATA["ftheta"], **CAMERA),
     # median depth (gsplat issue 930): the median walk over the lists' parts, through a camera model and shutter
@@ -511,6 +523,7 @@ CASES = [
            data=MODEL_DATA["ftheta"], **CAMERA_MEDIAN),
     OpCase("visible-pinhole", make=_visible_make(_pinhole), inductor=True, **VISIBLE),
     OpCase("visible-antialiased-eps2d-pinhole", make=_visible_make(_eps2d(_antialiased(_pinhole), 1.0)), **VISIBLE),
+    OpCase("visible-radius-clip-pinhole", make=_visible_make(_radius_clip(_pinhole, 3.5)), **VISIBLE),
     OpCase("visible-opencv", make=_visible_make(_model("opencv")), data=MODEL_DATA["opencv"], **VISIBLE),
     OpCase("visible-fisheye", make=_visible_make(_model("fisheye")), data=MODEL_DATA["fisheye"], **VISIBLE),
     OpCase("visible-ftheta", make=_visible_make(_model("ftheta")), data=MODEL_DATA["ftheta"], **VISIBLE),

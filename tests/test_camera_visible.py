@@ -172,6 +172,8 @@ ERRORS = GAUSSIAN_ERRORS + [  # the shared rows (tests/bad_inputs.py), then the 
     ("far", changed(far=0.001, near=0.01)),
     ("eps2d", changed(eps2d=-0.1)),
     ("eps2d", changed(eps2d=float("nan"))),
+    ("radius_clip", changed(radius_clip=-1.0)),
+    ("radius_clip", changed(radius_clip=float("nan"))),
     ("width", changed(width=-3)),
     ("camera_model", changed(camera_model="kannala_brandt")),
     ("radial", changed(radial=lambda s: s["means"].new_zeros(3, 6))),  # a pinhole takes no model arguments

@@ -378,9 +378,44 @@ def test_antialiased_opacity_is_gsplats(eps2d):
     assert cut.any() and not kept[cut].any()
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("packed", [False, True])
+def test_front_end_radius_clip(device, packed):
+    """gsplat's radius_clip: the (camera, Gaussian) items whose radii without
+    the clip are both <= it are dropped (radii 0, no means2d gradient); every
+    other item keeps its meta; and each camera's image is the one its kept
+    Gaussians alone render. A clip <= 0 drops none, as in gsplat."""
+    s = tc.to(tc.random_scene(N=200, C=2, W=48, H=32), device, torch.float64, grad=False)
+    s["scales"] = s["scales"] * torch.exp(torch.empty(200, 1, dtype=torch.float64).uniform_(-3, 1)).to(device)
+    args = [s[k] for k in ("means", "quats", "scales", "opacities", "features", "viewmats", "Ks")]
+    W, H = s["width"], s["height"]
+    full = rasterization(*args, W, H, packed=False)
+    radii = full[2]["radii"]
+    big = radii.amax(-1)[(radii > 0).all(-1)]
+    clip = float(big.double().median()) + 0.5  # a whole radius and a half: no rounding at the cut
+    dropped = (radii > 0).all(-1) & (radii <= clip).all(-1)
+    assert dropped.sum() > 20 and ((radii > clip).any(-1)).sum() > 20
+    leaf = [a.clone().requires_grad_() for a in args[:5]]
+    out, alpha, meta = rasterization(*leaf, *args[5:], W, H, packed=packed, radius_clip=clip)
+    out.sum().backward()
+    if packed:  # the packed items are the unclipped call's kept items less the dropped ones
+        kept = (radii > 0).all(-1) & ~dropped
+        assert torch.equal(meta["camera_ids"] * 200 + meta["gaussian_ids"], kept.flatten().nonzero()[:, 0])
+        assert torch.equal(meta["radii"], radii[kept])
+    else:
+        assert torch.equal(meta["radii"], torch.where(dropped[..., None], 0, radii))
+        assert (meta["means2d"].grad[dropped] == 0).all()
+    for c in range(2):  # each camera's image from its kept Gaussians alone
+        keep = ~dropped[c]
+        alone = nurec_ops.rasterize_camera(*[a[keep] for a in args[:5]], args[5][c:c + 1], args[6][c:c + 1], W, H)
+        assert_close(out[c:c + 1], alone[0], torch.float64)
+        assert_close(alpha[c:c + 1], alone[2], torch.float64)
+    for none in (0.0, -1.0):
+        assert torch.equal(rasterization(*args, W, H, packed=False, radius_clip=none)[0], full[0])
+
+
 @pytest.mark.parametrize("kw,name", [(dict(packed=False, rasterize_mode="mip"), "rasterize_mode"),
                                      (dict(packed=False, camera_model="kannala"), "camera_model"),
-                                     (dict(packed=False, radius_clip=1.0), "radius_clip"),
                                      (dict(packed=False, distributed=True), "distributed"),
                                      (dict(packed=False, sparse_grad=True), "sparse_grad")])
 def test_front_end_refuses_what_it_does_not_do(kw, name):

@@ -486,6 +486,8 @@ ERRORS = GAUSSIAN_ERRORS + [  # the shared rows (tests/bad_inputs.py), then the 
     ("backgrounds", changed(backgrounds=lambda s: torch.zeros(2, 4, dtype=torch.float64, device=s["means"].device))),
     ("eps2d", changed(eps2d=-0.1)),
     ("eps2d", changed(eps2d=float("nan"))),
+    ("radius_clip", changed(radius_clip=-1.0)),
+    ("radius_clip", changed(radius_clip=float("nan"))),
     ("far", changed(far=0.001)),
     ("width", changed(width=-3)),
 ]

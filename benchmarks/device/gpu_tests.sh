@@ -6,7 +6,8 @@
 #
 #   bash benchmarks/device/gpu_tests.sh [K=4] [LIMIT_S=480] [pytest args, e.g. tests/test_rasterize_camera.py]
 #
-# Logs: $OUT/gpu_shard_<k>.log (OUT defaults to /tmp/nurec_out). Prints each
+# Logs: $OUT/gpu_shard_<k>.log (OUT defaults to /tmp/nurec_out; each ends with its 15
+# slowest tests, where the shard finished). Prints each
 # shard's summary line and every failure; exits non-zero if any shard failed or
 # ran past its limit.
 set -u
@@ -20,7 +21,7 @@ mkdir -p "$OUT"
 start=$(date +%s)
 pids=()
 for k in $(seq 0 $((K - 1))); do
-    NUREC_TEST_SHARD=$k/$K timeout "$LIMIT" python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider \
+    NUREC_TEST_SHARD=$k/$K timeout "$LIMIT" python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider --durations=15 \
         "${WHAT[@]}" > "$OUT/gpu_shard_$k.log" 2>&1 &
     pids+=($!)
 done

@@ -51,6 +51,8 @@ typedef struct nurec_rasterize_camera_params {
                                 gsplat's eps2d), >= 0 */
     int antialiased;         /* gsplat's antialiased mode: each item's opacity times its
                                 compensation (rasterize_camera_math_generic.h: rc_opacity) */
+    int32_t radius_clip;     /* gsplat's radius_clip, floored to whole pixels: an item whose SPEC 8
+                                radii are both <= it is dropped (rc_clipped); 0: none is */
     const void* backgrounds; /* [C, D] or NULL */
     void* colors;            /* SH: [C, N, 3] evaluated colours (forward writes); else unused */
     int32_t* boxes;          /* [C * N, NUREC_BOX_SIZE] footprints as tile rectangles (forward

@@ -47,11 +47,16 @@ void rc_shutter(const char* op, RcInputs& in, int64_t shutter, const std::option
 }
 
 // gsplat's rasterize modes: antialiased (each item's opacity times its
-// compensation) and eps2d, the dilation added to each 2D covariance.
-void rc_filter(const char* op, RcInputs& in, bool antialiased, double eps2d) {
+// compensation), eps2d, the dilation added to each 2D covariance, and
+// radius_clip, the radii (whole pixels) at or under which an item is
+// dropped (the backward passes 0: it reads which items the forward kept
+// from their counts).
+void rc_filter(const char* op, RcInputs& in, bool antialiased, double eps2d, double radius_clip) {
     NUREC_CHECK(eps2d >= 0 && eps2d <= 1e6, "nurec_ops.", op, ": `eps2d` must be in [0, 1e6] px^2, got ", eps2d);
+    NUREC_CHECK(radius_clip >= 0, "nurec_ops.", op, ": `radius_clip` must be >= 0 px, got ", radius_clip);
     in.p.antialiased = antialiased ? 1 : 0;
     in.p.eps2d = eps2d;
+    in.p.radius_clip = radius_clip < 2147483647.0 ? (int32_t)radius_clip : (int32_t)2147483647;
 }
 
 // SPEC 6: the camera model's code and its packed parameters per camera
@@ -184,13 +189,13 @@ rasterize_camera_fwd(Tensor means, Tensor quats, Tensor scales,
                                          int64_t segment_min, int64_t capacity, int64_t camera_model,
                                          std::optional<Tensor> model_params, int64_t shutter,
                                          std::optional<Tensor> viewmats_end, bool meta, bool antialiased,
-                                         double eps2d) {
+                                         double eps2d, double radius_clip) {
     const char* op = "rasterize_camera";
     RcInputs in = rc_inputs(op, means, quats, scales, opacities, features, viewmats, Ks,
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
     rc_model(op, in, camera_model, model_params);
     rc_shutter(op, in, shutter, viewmats_end);
-    rc_filter(op, in, antialiased, eps2d);
+    rc_filter(op, in, antialiased, eps2d, radius_clip);
     nurec_rasterize_camera_params& p = in.p;
     const int64_t C = p.num_cameras, N = p.num_gaussians, D = p.channels, H = height, W = width;
     Tensor taus = empty_like_shape(in.means, {shutter != NUREC_SHUTTER_GLOBAL ? C : 0, N});
@@ -245,7 +250,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor> rasterize_cam
                             backgrounds, width, height, near_plane, far_plane, sh_degree);
     rc_model(op, in, camera_model, model_params);
     rc_shutter(op, in, shutter, viewmats_end);
-    rc_filter(op, in, antialiased, eps2d); /* as the forward's: its projection is recomputed */
+    rc_filter(op, in, antialiased, eps2d, 0.0); /* as the forward's: its projection is recomputed */
     Tensor taus_d;
     if (shutter != NUREC_SHUTTER_GLOBAL)
         in.p.taus = splat_saved_taus(op, taus, in.p.num_cameras, in.p.num_gaussians, in.means, taus_d,
@@ -323,7 +328,8 @@ Tensor rasterize_camera_median(Tensor records, Tensor isect_items, Tensor tile_r
 Tensor rasterize_camera_visible(Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor viewmats,
                                 Tensor Ks, int64_t width, int64_t height, double near_plane, double far_plane,
                                 int64_t camera_model, std::optional<Tensor> model_params, int64_t shutter,
-                                std::optional<Tensor> viewmats_end, bool antialiased, double eps2d) {
+                                std::optional<Tensor> viewmats_end, bool antialiased, double eps2d,
+                                double radius_clip) {
     const char* op = "camera_visible";
     // the projection reads no features: the means stand in for [N, 3] ones,
     // so that the forward's checks and params serve unchanged
@@ -331,7 +337,7 @@ Tensor rasterize_camera_visible(Tensor means, Tensor quats, Tensor scales, Tenso
                             near_plane, far_plane, -1);
     rc_model(op, in, camera_model, model_params);
     rc_shutter(op, in, shutter, viewmats_end);
-    rc_filter(op, in, antialiased, eps2d);
+    rc_filter(op, in, antialiased, eps2d, radius_clip);
     Tensor visible = empty_like_shape(in.means, {in.p.num_gaussians}, true);
     in.p.visible = (uint8_t*)visible.data_ptr();
     splat_check_status(op, launch(op, in.means, in.p, nurec_rasterize_camera_visible_cpu,
@@ -347,7 +353,8 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
           "Tensor features, Tensor viewmats, Tensor Ks, Tensor? backgrounds, int width, "
           "int height, float near, float far, int sh_degree, int segments, int segment_min, "
           "int capacity, int camera_model=0, Tensor? model_params=None, int shutter=0, "
-          "Tensor? viewmats_end=None, bool meta=False, bool antialiased=False, float eps2d=0.3) -> (Tensor render, "
+          "Tensor? viewmats_end=None, bool meta=False, bool antialiased=False, float eps2d=0.3, "
+          "float radius_clip=0.0) -> (Tensor render, "
           "Tensor depth, Tensor alpha, Tensor records, Tensor counts, Tensor colors, "
           "Tensor isect_items, Tensor tile_ranges, Tensor final_T, Tensor last, Tensor status, "
           "Tensor seg_state, Tensor seg_last, Tensor taus, Tensor seg_later, Tensor means2d, "
@@ -368,7 +375,7 @@ STABLE_TORCH_LIBRARY_FRAGMENT(nurec_ops, m) {
     m.def("rasterize_camera_visible(Tensor means, Tensor quats, Tensor scales, Tensor opacities, Tensor viewmats, "
           "Tensor Ks, int width, int height, float near, float far, int camera_model=0, "
           "Tensor? model_params=None, int shutter=0, Tensor? viewmats_end=None, bool antialiased=False, "
-          "float eps2d=0.3) -> Tensor visible");
+          "float eps2d=0.3, float radius_clip=0.0) -> Tensor visible");
 }
 
 // One function serves both dispatch keys: it branches on the device itself.

@@ -2,6 +2,8 @@
 Gaussian is evaluated at every pixel of every camera, sorted by camera depth
 and composited by the SPEC rules; autograd gives the gradients. Memory is
 O(C * H * W * N): the parity oracle for small scenes, not a renderer."""
+import math
+
 import torch
 
 from . import camera_models, composite
@@ -186,12 +188,28 @@ def own_times(model, means, viewmats, sp, shutter, cam, near, far, width, height
         return tau
 
 
+def radius_clipped(conic, o, radius_clip):
+    """[C, N] bool: gsplat's ``radius_clip`` as the op applies it: the
+    items whose SPEC 8 radii, ceil(sqrt(thr Sigma_xx)) and ceil(sqrt(thr
+    Sigma_yy)) in pixels for thr = 2 ln(255 o) + THR_MARGIN (the footprint
+    box's half-extents, from the conic), are both <= radius_clip."""
+    with torch.no_grad():
+        A, B, Cc = conic.unbind(-1)
+        thr = 2.0 * torch.log(torch.clamp_min(255.0 * o, 1.0)) + THR_MARGIN
+        det = A * Cc - B * B
+        lim = math.floor(radius_clip)
+        rx = torch.ceil(torch.sqrt(torch.clamp_min(thr * Cc / det, 0.0)))
+        ry = torch.ceil(torch.sqrt(torch.clamp_min(thr * A / det, 0.0)))
+        return (rx <= lim) & (ry <= lim)
+
+
 def _projected(means, quats, scales, opacities, viewmats, Ks, W, H, near, far, camera_model, viewmats_end, shutter,
-               antialiased, eps2d, model_args):
+               antialiased, eps2d, model_args, radius_clip=0.0):
     """Every (camera, Gaussian) item projected as the op projects it: (the
     poses, [C, 4, 4] or [C, N, 4, 4] at each item's own time under a
-    rolling shutter, uv [C, N, 2], conic [C, N, 3], z [C, N], valid [C, N],
-    opacity [N] or [C, N] with antialiased)."""
+    rolling shutter, uv [C, N, 2], conic [C, N, 3], z [C, N], valid [C, N]
+    (False too for an item radius_clip drops), opacity [N] or [C, N] with
+    antialiased)."""
     from .. import _rolling_shutter as RS
 
     C, N = viewmats.shape[0], means.shape[0]
@@ -215,12 +233,14 @@ def _projected(means, quats, scales, opacities, viewmats, Ks, W, H, near, far, c
         out = project_model(camera_model, means, quats, scales, viewmats, cam, near, far, W, H, antialiased, eps2d)
         uv, conic, z, valid = out[:4]
     o = opacities[None] * out[-1] if antialiased else opacities  # [C,N] with antialiased
+    if radius_clip >= 1:  # radii are whole pixels: a clip under 1 drops none
+        valid = valid & ~radius_clipped(conic, o.expand(C, N), radius_clip)
     return viewmats, uv, conic, z, valid, o
 
 
 def camera_visible(means, quats, scales, opacities, viewmats, Ks, width, height, near=0.01, far=1e10, *,
                    camera_model="pinhole", viewmats_end=None, shutter="global", antialiased=False, eps2d=EPS2D,
-                   **model_args):
+                   radius_clip=0.0, **model_args):
     """Pure-PyTorch twin of :func:`nurec_ops.camera_visible`, dense: a
     Gaussian is visible where, in some camera, a pixel centre lies in its
     footprint ``d^T conic d <= 2 ln(255 o) + THR_MARGIN`` (the binning's
@@ -229,7 +249,8 @@ def camera_visible(means, quats, scales, opacities, viewmats, Ks, width, height,
     H, W = int(height), int(width)
     with torch.no_grad():
         _, uv, conic, _, valid, o = _projected(means, quats, scales, opacities, viewmats, Ks, W, H, near, far,
-                                               camera_model, viewmats_end, shutter, antialiased, eps2d, model_args)
+                                               camera_model, viewmats_end, shutter, antialiased, eps2d, model_args,
+                                               radius_clip)
         o = o.expand(C, N)
         valid = valid & (255.0 * o >= 1.0)
         thr = 2.0 * torch.log(torch.where(valid, 255.0 * o, torch.ones_like(o))) + THR_MARGIN
@@ -245,8 +266,8 @@ def camera_visible(means, quats, scales, opacities, viewmats, Ks, width, height,
 
 def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, width, height,
                      near=0.01, far=1e10, backgrounds=None, sh_degree=None, *, camera_model="pinhole",
-                     viewmats_end=None, shutter="global", antialiased=False, eps2d=EPS2D, median_depth=False,
-                     **model_args):
+                     viewmats_end=None, shutter="global", antialiased=False, eps2d=EPS2D, radius_clip=0.0,
+                     median_depth=False, **model_args):
     """Pure-PyTorch twin of :func:`nurec_ops.rasterize_camera`, with the
     camera models of SPEC section 6 (``camera_model`` and its per-camera
     arguments: radial, tangential, thin_prism for "opencv"; radial,
@@ -257,13 +278,14 @@ def rasterize_camera(means, quats, scales, opacities, features, viewmats, Ks, wi
     Gaussian rendered with the pose at its own time, by own_times), and
     gsplat's antialiased mode (``antialiased``: each item's opacity times
     composite.compensation), ``eps2d``, the 2D dilation (SPEC 3's 0.3),
+    ``radius_clip`` (radius_clipped: the items it drops are invalid),
     features ``[N, D]`` or per camera ``[C, N, D]``, and ``median_depth``
     (a fourth output: composite.median of the camera z)."""
     C, N = viewmats.shape[0], means.shape[0]
     H, W = int(height), int(width)
     viewmats, uv, conic, z, valid, o = _projected(means, quats, scales, opacities, viewmats, Ks, W, H, near, far,
                                                   camera_model, viewmats_end, shutter, antialiased, eps2d,
-                                                  model_args)
+                                                  model_args, radius_clip)
     if sh_degree is not None:
         campos = camera_centres(viewmats)  # [C,3] or [C,N,3]
         d = means[None] - (campos[:, None] if campos.dim() == 2 else campos)
