@@ -32,6 +32,7 @@ import warnings
 import torch
 
 from . import _checks as Ck
+from ._gsplat_distributed import distributed_call
 from ._meta import Meta
 from .rasterize_camera import rasterize_camera
 
@@ -148,8 +149,15 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
     reports (gsplat's up to the footprint's 0.01 margin and its 3.33-sigma
     cap); <= 0 drops none.
 
+    ``distributed=True`` (what gsplat's trainers pass when ``world_size >
+    1``): each rank renders its own cameras with the Gaussians of every
+    rank, the Gaussians' gradients summed over all ranks' cameras, and meta
+    laid out as gsplat's, per (world camera, local Gaussian)
+    (``nurec_ops._gsplat_distributed``); as in gsplat, per-Gaussian colors,
+    no batch dimensions and no absgrad.
+
     Refused with an error naming the argument: ``absgrad=True`` with colors
-    of more than 4 channels, ``distributed`` and ``covars``.
+    of more than 4 channels, and ``covars``.
 
     Per-camera colors [C, N, D] (``sh_degree=None``; what gsplat's trainer
     passes with its appearance module, ``app_opt``) are the op's features
@@ -180,12 +188,12 @@ def rasterization(means, quats, scales, opacities, colors, viewmats, Ks, width, 
         _unsupported("rasterize_mode", rasterize_mode, "the classic and antialiased modes")
     if covars is not None:
         _unsupported("covars", type(covars).__name__, "Gaussians are quats and scales")
-    if distributed:
-        _unsupported("distributed", distributed, "not implemented")
     if sparse_grad and (not packed or means.dim() != 2):  # as gsplat asserts
         _unsupported("sparse_grad", sparse_grad, "with packed=True and no batch dimensions only, as in gsplat")
     if with_ut or with_eval3d:
         _warn_ewa()
+    if distributed:  # every rank's cameras with every rank's Gaussians (nurec_ops._gsplat_distributed)
+        return distributed_call(dict(locals()))
     if means.dim() != 2:
         if means.dim() < 2 or means.shape[-1] != 3:
             Ck.fail(_OP, f"`means` must have shape [..., N, 3], got {list(means.shape)}")

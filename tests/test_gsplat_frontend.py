@@ -416,7 +416,6 @@ def test_front_end_radius_clip(device, packed):
 
 @pytest.mark.parametrize("kw,name", [(dict(packed=False, rasterize_mode="mip"), "rasterize_mode"),
                                      (dict(packed=False, camera_model="kannala"), "camera_model"),
-                                     (dict(packed=False, distributed=True), "distributed"),
                                      (dict(packed=False, sparse_grad=True), "sparse_grad")])
 def test_front_end_refuses_what_it_does_not_do(kw, name):
     s = _scene(N=10)
