@@ -470,6 +470,25 @@ def test_three_channels_backward_as_four(dtype, absgrad):
         assert a3.abs().sum() > 0
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_radius_clip_edges(device):
+    """radius_clip's ends, the op as its reference: under one pixel no item
+    is dropped (radii are whole pixels, at least 1: the call is the
+    unclipped one, bit for bit), and inf drops every item (alpha 0, radii
+    0, the background alone)."""
+    s = to(random_scene(N=80, C=2, W=24, H=16), device, torch.float64, bg=True, grad=False)
+    plain = run(lambda *a, **k: nurec_ops.rasterize_camera(*a, **k, return_meta=True), s)
+    under = run(lambda *a, **k: nurec_ops.rasterize_camera(*a, **k, return_meta=True, radius_clip=0.99), s)
+    for a, b in zip(plain[:3], under[:3]):
+        assert torch.equal(a, b)
+    assert torch.equal(plain[3].radii, under[3].radii) and (plain[3].radii > 0).any()
+    every = run(lambda *a, **k: nurec_ops.rasterize_camera(*a, **k, return_meta=True, radius_clip=math.inf), s)
+    assert (every[2] == 0).all() and (every[3].radii == 0).all()
+    assert_close(every[0], s["backgrounds"][:, None, None, :].expand_as(every[0]), torch.float64)
+    ref_every = run(lambda *a, **k: ref.rasterize_camera(*a, **k, radius_clip=math.inf), s)
+    assert (ref_every[2] == 0).all()
+
+
 # ------------------------------------------------------------------ errors
 
 ERRORS = GAUSSIAN_ERRORS + [  # the shared rows (tests/bad_inputs.py), then the op's own

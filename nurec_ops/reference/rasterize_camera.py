@@ -197,7 +197,7 @@ def radius_clipped(conic, o, radius_clip):
         A, B, Cc = conic.unbind(-1)
         thr = 2.0 * torch.log(torch.clamp_min(255.0 * o, 1.0)) + THR_MARGIN
         det = A * Cc - B * B
-        lim = math.floor(radius_clip)
+        lim = math.floor(min(radius_clip, 2147483647.0))  # the op's int32 clip (inf: every radius)
         rx = torch.ceil(torch.sqrt(torch.clamp_min(thr * Cc / det, 0.0)))
         ry = torch.ceil(torch.sqrt(torch.clamp_min(thr * A / det, 0.0)))
         return (rx <= lim) & (ry <= lim)
