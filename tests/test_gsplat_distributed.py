@@ -122,3 +122,35 @@ def test_refuses_what_gsplat_refuses_there(kw, name):
         args = [a[None] for a in args]
     with pytest.raises(NotImplementedError, match=f"`{name}="):
         rasterization(*args, s["width"], s["height"], distributed=True, **kw)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+def test_default_strategy_on_each_ranks_meta(tmp_path, packed):
+    """gsplat's DefaultStrategy updating its statistics from each rank's meta
+    (what gsplat's trainer runs with world_size > 1): per local Gaussian the
+    single process's statistics of those Gaussians over every camera: the
+    same counts, and gradient norms 1 / world_size of its (the strategy
+    scales by meta's n_cameras, the local count in distributed mode, as in
+    gsplat)."""
+    strategy = pytest.importorskip("gsplat.strategy")
+    ranks = _run_ranks(tmp_path, packed, "cpu")
+    _, _, meta, _, C = _one_process()
+    s = scene()
+
+    def statistics(means2d, grad, radii, n_cameras, gaussian_ids, n, packed):
+        leaf = means2d.float().requires_grad_()
+        leaf.grad = grad.float()
+        info = dict(width=s["width"], height=s["height"], n_cameras=n_cameras, radii=radii,
+                    gaussian_ids=gaussian_ids, means2d=leaf)
+        state = {"grad2d": None, "count": None, "radii": None}
+        strategy.DefaultStrategy()._update_state({"means": torch.zeros(n, 3)}, state, info, packed=packed)
+        return state
+
+    one = statistics(meta["means2d"].detach(), meta["means2d"].grad, meta["radii"], meta["n_cameras"], None, 130,
+                     False)
+    for r, got in enumerate(ranks):
+        lo, hi = SHARD_SPLIT[r], SHARD_SPLIT[r + 1]
+        mine = statistics(got["means2d"], got["means2d_grad"], got["radii"], got["n_cameras"], got["gaussian_ids"],
+                          hi - lo, packed)
+        assert torch.equal(mine["count"], one["count"][lo:hi]) and mine["count"].sum() > 0
+        assert_close(mine["grad2d"] * 2, one["grad2d"][lo:hi], torch.float32)
