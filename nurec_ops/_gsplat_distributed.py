@@ -52,16 +52,16 @@ def distributed_call(given):
     from . import gsplat as G
 
     means, colors = given["means"], given["colors"]
-    sh = given["sh_degree"] is not None
-    for name, bad, why in (("means", means.dim() != 2, "no batch dimensions in distributed mode, as in gsplat"),
-                           ("absgrad", given["absgrad"], "not in distributed mode, as in gsplat"),
-                           ("sparse_grad", given["sparse_grad"], "not in distributed mode"),
-                           ("colors", isinstance(colors, torch.Tensor) and colors.dim() != (3 if sh else 2),
-                            "per-Gaussian colors only in distributed mode, as in gsplat")):
-        if bad:
-            value = list(means.shape) if name == "means" else (
-                f"shape {list(colors.shape)}" if name == "colors" else given[name])
-            G._unsupported(name, value, why)
+    per_gaussian = 3 if given["sh_degree"] is not None else 2  # colors' dims: [N, K, 3] or [N, D]
+    if means.dim() != 2:
+        G._unsupported("means", list(means.shape), "no batch dimensions in distributed mode, as in gsplat")
+    if given["absgrad"]:
+        G._unsupported("absgrad", True, "not in distributed mode, as in gsplat")
+    if given["sparse_grad"]:
+        G._unsupported("sparse_grad", True, "not in distributed mode")
+    if isinstance(colors, torch.Tensor) and colors.dim() != per_gaussian:
+        G._unsupported("colors", f"shape {list(colors.shape)}", "per-Gaussian colors only in distributed mode, "
+                       "as in gsplat")
     dist, dnn = _collectives()
     ws, rank = dist.get_world_size(), dist.get_rank()
     N, C = means.shape[0], given["viewmats"].shape[0]

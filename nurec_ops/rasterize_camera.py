@@ -254,7 +254,8 @@ def _check_packed(op, C, means, name, code, codes, params, params_name, shape, w
     Ck.device(op, params_name, params, means, "means")
 
 
-def _check_eps2d(op, eps2d, radius_clip=0.0):
+def _check_filter(op, eps2d, radius_clip=0.0):
+    """The glue's rc_filter checks: gsplat's eps2d and radius_clip."""
     if not 0 <= eps2d <= 1e6:  # NaN fails too
         Ck.fail(op, f"`eps2d` must be in [0, 1e6] px^2, got {eps2d}")
     if not radius_clip >= 0:
@@ -277,7 +278,7 @@ def _fake(means, quats, scales, opacities, features, viewmats, Ks, backgrounds, 
           viewmats_end=None, meta=False, antialiased=False, eps2d=0.3, radius_clip=0.0):
     C, N, D, K = _check(_OP, means, quats, scales, opacities, features, viewmats, Ks, backgrounds, width,
                         height, near, far, sh_degree)
-    _check_eps2d(_OP, eps2d, radius_clip)
+    _check_filter(_OP, eps2d, radius_clip)
     _check_model(_OP, C, means, camera_model, model_params)
     _check_shutter(_OP, C, means, shutter, viewmats_end)
     Ck.segments(_OP, segments, segment_min)
@@ -303,7 +304,7 @@ def _fake_backward(grad_render, grad_depth, grad_alpha, means, quats, scales, op
                    means2d_grad=False, antialiased=False, eps2d=0.3):
     C, N, D, K = _check(_OP + "_backward", means, quats, scales, opacities, features, viewmats, Ks,
                         backgrounds, width, height, near, far, sh_degree)
-    _check_eps2d(_OP + "_backward", eps2d)
+    _check_filter(_OP + "_backward", eps2d)
     _check_model(_OP + "_backward", C, means, camera_model, model_params)
     _check_shutter(_OP + "_backward", C, means, shutter, viewmats_end)
     e = means.new_empty
@@ -422,7 +423,7 @@ def _fake_visible(means, quats, scales, opacities, viewmats, Ks, width, height, 
                   radius_clip=0.0):
     C, N, _, _ = _check(_VISIBLE_OP, means, quats, scales, opacities, means, viewmats, Ks, None, width, height,
                         near, far, -1)
-    _check_eps2d(_VISIBLE_OP, eps2d, radius_clip)
+    _check_filter(_VISIBLE_OP, eps2d, radius_clip)
     _check_model(_VISIBLE_OP, C, means, camera_model, model_params)
     _check_shutter(_VISIBLE_OP, C, means, shutter, viewmats_end)
     return means.new_empty((N,), dtype=torch.bool)

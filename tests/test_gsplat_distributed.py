@@ -42,6 +42,19 @@ def _run_ranks(tmp_path, packed, device, world=2):
     return [torch.load(str(tmp_path / f"rank{r}.pt")) for r in range(world)]
 
 
+@pytest.fixture(scope="module")
+def cpu_ranks(tmp_path_factory):
+    """The gloo ranks' results, packed and not, each run once for the tests
+    that read them."""
+    runs = {}
+
+    def get(packed):
+        if packed not in runs:
+            runs[packed] = _run_ranks(tmp_path_factory.mktemp(f"ranks_packed{int(packed)}"), packed, "cpu")
+        return runs[packed]
+    return get
+
+
 def _one_process():
     """Every camera with every Gaussian in one call; the loss the ranks' losses' sum."""
     s = scene()
@@ -64,10 +77,10 @@ RANK_DEVICES = ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, TWO_GPUS])]
 
 @pytest.mark.parametrize("device", RANK_DEVICES)
 @pytest.mark.parametrize("packed", [False, True])
-def test_two_ranks_are_one_process(tmp_path, packed, device):
+def test_two_ranks_are_one_process(tmp_path, cpu_ranks, packed, device):
     """On the CPU through gloo, on two GPUs through NCCL (against the CPU's
     single process, to float64 tolerance)."""
-    ranks = _run_ranks(tmp_path, packed, device)
+    ranks = cpu_ranks(packed) if device == "cpu" else _run_ranks(tmp_path, packed, device)
     img, alpha, meta, grads, C = _one_process()
     radii = meta["radii"]
     for r, got in enumerate(ranks):
@@ -125,7 +138,7 @@ def test_refuses_what_gsplat_refuses_there(kw, name):
 
 
 @pytest.mark.parametrize("packed", [False, True])
-def test_default_strategy_on_each_ranks_meta(tmp_path, packed):
+def test_default_strategy_on_each_ranks_meta(cpu_ranks, packed):
     """gsplat's DefaultStrategy updating its statistics from each rank's meta
     (what gsplat's trainer runs with world_size > 1): per local Gaussian the
     single process's statistics of those Gaussians over every camera: the
@@ -133,7 +146,7 @@ def test_default_strategy_on_each_ranks_meta(tmp_path, packed):
     scales by meta's n_cameras, the local count in distributed mode, as in
     gsplat)."""
     strategy = pytest.importorskip("gsplat.strategy")
-    ranks = _run_ranks(tmp_path, packed, "cpu")
+    ranks = cpu_ranks(packed)
     _, _, meta, _, C = _one_process()
     s = scene()
 

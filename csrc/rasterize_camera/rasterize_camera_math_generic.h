@@ -449,22 +449,20 @@ NUREC_HD real_t NR(rc_alpha)(const real_t* r, real_t px, real_t py, real_t* vis,
     return NR(splat_alpha)(r, *dx, *dy, vis);
 }
 
+/* gsplat's radius_clip: whether a visible item's SPEC 8 radii, in pixels
+ * as the meta writes them (splat_meta_radii), are both <= p->radius_clip
+ * (whole pixels: the radii are). Such an item is dropped like one that
+ * reaches no tile: no entries, radii 0, no gradient. */
+NUREC_HD int NR(rc_clipped)(const nurec_rasterize_camera_params* p, const real_t* rec) {
+    if (p->radius_clip <= 0) return 0;
+    int32_t radii[2];
+    NR(splat_meta_radii)(rec, (real_t)1, (real_t)1, radii);
+    return radii[0] <= p->radius_clip && radii[1] <= p->radius_clip;
+}
+
 /* The camera's hooks of the projection written once for both rasterizers
  * (tiles/splat_project_generic.h): its cells are the tiles its footprint
  * crosses; its extra per item is the SH colour seen from the camera. */
-/* gsplat's radius_clip: whether a visible item's SPEC 8 radii, the half-
- * extents in pixels of its footprint's box as the meta writes them
- * (splat_meta_item), are both <= p->radius_clip (whole pixels: the radii
- * are). Such an item is dropped like one that reaches no tile: no entries,
- * radii 0, no gradient. */
-NUREC_HD int NR(rc_clipped)(const nurec_rasterize_camera_params* p, const real_t* rec) {
-    if (p->radius_clip <= 0) return 0;
-    const real_t A = rec[NUREC_TREC_A], B = rec[NUREC_TREC_B], C = rec[NUREC_TREC_C], thr = rec[NUREC_TREC_THR];
-    const real_t det = A * C - B * B;
-    return NR(splat_meta_extent)(thr * C, det, (real_t)1) <= p->radius_clip &&
-           NR(splat_meta_extent)(thr * A, det, (real_t)1) <= p->radius_clip;
-}
-
 NUREC_HD int NR(rc_item_footprint)(const nurec_rasterize_camera_params* p, const real_t* rec, int vis,
                                    nurec_footprint* f) {
     return vis && !NR(rc_clipped)(p, rec) && NR(nurec_footprint_of)(f, rec, p->width, p->height);

@@ -11,7 +11,16 @@ NUREC_HD int32_t NR(splat_meta_extent)(real_t num, real_t det, real_t cell) {
     return e < (real_t)2147483647.0 ? (int32_t)e : (int32_t)2147483647;
 }
 
-/* One item: record rec (u, v, A, B, C, o, depth, threshold), its tile count. */
+/* A kept item's radii from its record rec (u, v, A, B, C, o, depth,
+ * threshold), cells cu x cv: the half-extents of its footprint's box. */
+NUREC_HD void NR(splat_meta_radii)(const real_t* rec, real_t cu, real_t cv, int32_t radii[2]) {
+    const real_t A = rec[NUREC_TREC_A], B = rec[NUREC_TREC_B], C = rec[NUREC_TREC_C], thr = rec[NUREC_TREC_THR];
+    const real_t det = A * C - B * B;
+    radii[0] = NR(splat_meta_extent)(thr * C, det, cu);
+    radii[1] = NR(splat_meta_extent)(thr * A, det, cv);
+}
+
+/* One item: record rec, its tile count (radii 0 for a dropped item). */
 NUREC_HD void NR(splat_meta_item)(const real_t* rec, int64_t count, real_t cu, real_t cv, real_t* m2d,
                                   int32_t* radii, real_t* depth) {
     m2d[0] = rec[NUREC_TREC_U];
@@ -21,8 +30,5 @@ NUREC_HD void NR(splat_meta_item)(const real_t* rec, int64_t count, real_t cu, r
         radii[0] = radii[1] = 0;
         return;
     }
-    const real_t A = rec[2], B = rec[3], C = rec[4], thr = rec[7];
-    const real_t det = A * C - B * B;
-    radii[0] = NR(splat_meta_extent)(thr * C, det, cu);
-    radii[1] = NR(splat_meta_extent)(thr * A, det, cv);
+    NR(splat_meta_radii)(rec, cu, cv, radii);
 }
