@@ -177,6 +177,30 @@ def test_garden_antialiased_opacity_matches_gsplat():
     torch.testing.assert_close(out[3][..., 5][kept], (s["opacities"][None] * comp)[kept], rtol=1e-9, atol=1e-12)
 
 
+def test_garden_radius_clip_drops_what_meta_reports():
+    """gsplat's radius_clip on its garden fixture (CPU kernels): with a clip
+    at the kept items' median radius the items dropped are exactly those
+    whose unclipped radii are both at or under it, every other item's radii
+    unchanged, and each view the image of the kept items."""
+    s = _garden(n=20000)
+    W, H = s["width"], s["height"]
+    feats = torch.rand(s["means"].shape[0], 3, dtype=torch.float64)
+    args = (s["means"], s["quats"], s["scales"], s["opacities"], feats, s["viewmats"], s["Ks"], W, H)
+    plain = nurec_ops.rasterize_camera(*args, return_meta=True)
+    radii = plain.meta.radii
+    kept = (radii > 0).all(-1)
+    clip = float(radii.amax(-1)[kept].double().median()) + 0.5  # half past a whole radius: no rounding at the cut
+    clipped = nurec_ops.rasterize_camera(*args, return_meta=True, radius_clip=clip)
+    dropped = kept & (radii <= clip).all(-1)
+    assert dropped.sum() > 0.05 * kept.sum() and (kept & ~dropped).sum() > 0.05 * kept.sum()
+    assert torch.equal(clipped.meta.radii, torch.where(dropped[..., None], 0, radii))
+    for c in range(radii.shape[0]):
+        keep = ~dropped[c]
+        alone = nurec_ops.rasterize_camera(*(a[keep] for a in args[:5]), s["viewmats"][c:c + 1], s["Ks"][c:c + 1],
+                                           W, H)
+        torch.testing.assert_close(clipped.render[c:c + 1], alone.render, rtol=1e-9, atol=1e-12)
+
+
 # ------------------------------------------------------------ lidar: tables
 
 
