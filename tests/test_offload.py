@@ -43,11 +43,14 @@ def test_pinhole_visible_subset_renders_the_whole_scene(far, seed):
     gradient in the whole render; and the test leaves out many (a mask of
     all True would pass the first check vacuously)."""
     torch.manual_seed(seed)
-    s = spread_scene()
+    for _ in range(20):  # at far = 6 m about one draw in 20 keeps under a tenth: drawn again, never judged
+        s = spread_scene()
+        seen = offload.pinhole_visible(s["means"], s["scales"], s["opacities"], s["viewmats"], s["Ks"], s["width"],
+                                       s["height"], near=0.3, far=far)
+        if 0.1 * seen.numel() < seen.sum() < 0.8 * seen.numel():
+            break
     for k in ("means", "quats", "scales", "opacities", "features"):
         s[k].requires_grad_(True)
-    seen = offload.pinhole_visible(s["means"].detach(), s["scales"].detach(), s["opacities"].detach(),
-                                   s["viewmats"], s["Ks"], s["width"], s["height"], near=0.3, far=far)
     idx = seen.nonzero()[:, 0]
     assert 0.1 * seen.numel() < idx.numel() < 0.8 * seen.numel()
     full = _camera(s, far=far)
