@@ -14,6 +14,9 @@ bad_inputs.py (the error tables), run_scripts.py (scripts in a subprocess).
 - Shards: ``NUREC_TEST_SHARD=k/K`` keeps every K-th selected test from the
   k-th on (0 <= k < K), so that K processes run one suite together
   (benchmarks/device/gpu_tests.sh: the GPU suite within one device call).
+- Times: ``NUREC_TEST_TIMES=<file>`` appends each finished test's seconds,
+  outcome and id to the file as it finishes (a killed run keeps what it
+  ran; benchmarks/device/test_times.py sums such files).
 """
 import contextlib
 import os
@@ -129,3 +132,33 @@ def pytest_runtest_makereport(item, call):
     s = item.stash.get(_SEED_KEY, None)
     if s is not None and rep.failed:
         rep.sections.append(("nurec_ops seed", f"replay with NUREC_TEST_SEED={s}"))
+
+
+# ----------------------------------------------------------------- times
+# NUREC_TEST_TIMES=<file>: one line per finished test, appended as it
+# finishes ("seconds<TAB>outcome<TAB>node id", setup, call and teardown
+# summed), so that a process killed at its time limit still leaves the
+# durations of what it ran (pytest's --durations prints only at the end:
+# the device's GPU shards, stopped by `timeout`, left none;
+# benchmarks/device/test_times.py sums the files).
+_TIMES_PENDING = {}  # node id -> [seconds so far, outcome]
+
+
+def pytest_runtest_logreport(report):
+    path = os.environ.get("NUREC_TEST_TIMES")
+    if not path:
+        return
+    pending = _TIMES_PENDING.setdefault(report.nodeid, [0.0, None])
+    pending[0] += report.duration
+    if report.when == "call":
+        pending[1] = report.outcome
+    elif report.when == "setup" and report.outcome != "passed":  # skipped, or an error before the test
+        pending[1] = "error" if report.outcome == "failed" else report.outcome
+    if report.when != "teardown":
+        return
+    seconds, outcome = _TIMES_PENDING.pop(report.nodeid)
+    if report.outcome == "failed":  # a teardown error outranks the call's outcome
+        outcome = "error"
+    with open(path, "a") as f:  # one write a test: a kill leaves whole lines
+        f.write(f"{seconds:.3f}\t{outcome or report.outcome}\t{report.nodeid}\n")
+

@@ -7,7 +7,9 @@
 #   bash benchmarks/device/gpu_tests.sh [K=4] [LIMIT_S=480] [pytest args, e.g. tests/test_rasterize_camera.py]
 #
 # Logs: $OUT/gpu_shard_<k>.log (OUT defaults to /tmp/nurec_out; each ends with its 15
-# slowest tests, where the shard finished). Prints each
+# slowest tests, where the shard finished) and $OUT/gpu_times_<k>.tsv (each finished
+# test's seconds, written as it finishes: a shard killed at the limit keeps them;
+# summed at the end by test_times.py). Prints each
 # shard's summary line and every failure; exits non-zero if any shard failed or
 # ran past its limit.
 set -u
@@ -21,7 +23,8 @@ mkdir -p "$OUT"
 start=$(date +%s)
 pids=()
 for k in $(seq 0 $((K - 1))); do
-    NUREC_TEST_SHARD=$k/$K timeout "$LIMIT" python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider --durations=15 \
+    rm -f "$OUT/gpu_times_$k.tsv"
+    NUREC_TEST_TIMES="$OUT/gpu_times_$k.tsv" NUREC_TEST_SHARD=$k/$K timeout "$LIMIT" python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider --durations=15 \
         "${WHAT[@]}" > "$OUT/gpu_shard_$k.log" 2>&1 &
     pids+=($!)
 done
@@ -40,4 +43,6 @@ for k in $(seq 0 $((K - 1))); do
     grep -E "^(FAILED|ERROR) " "$OUT/gpu_shard_$k.log" | head -20
 done
 echo "GPU tests: ${K} shards in $(( $(date +%s) - start )) s, rc $rc"
+# what each shard ran and for how long, killed shards included (tests/conftest.py's NUREC_TEST_TIMES)
+python3 "$(dirname "$0")/test_times.py" "$OUT"/gpu_times_*.tsv --top 15 || true
 exit $rc
