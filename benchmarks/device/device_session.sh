@@ -7,8 +7,9 @@
 #   bash benchmarks/device/device_session.sh [all|quick|bench|train|rig]
 #     quick: build, bad-input suite, GPU tests, sanitizers on the tests
 #     marked sanitize (SAN_FILES=... narrows the files, SAN_K=... selects
-#     by -k instead); bench: vs_gsplat (carry .whl and .gsplat_chunks) and the
-#     lidar benchmark; all (default): both; train: the training step.
+#     by -k instead); bench: vs_gsplat (carry .whl and .gsplat_chunks), the
+#     lidar benchmark, bench_meta, the binning ways and a garden call's host
+#     time; all (default): both; train: the training step.
 #     rig: benchmarks/bench_rig_step.py (RIG_SWEEP=1: and its sweep).
 #     TRAINERS=1 (any mode): also gsplat's trainers loop with gsplat and
 #     with nurec_ops (DefaultStrategy, absgrad, MCMC), train_street's
@@ -73,6 +74,12 @@ if [ "$MODE" = all ] || [ "$MODE" = bench ]; then
      timeout ${BENCH_TIMEOUT:-240} python3 benchmarks/vs_gsplat.py 2>&1 | quiet | tee "$OUT/vs_gsplat.log")
     timeout ${BENCH_TIMEOUT:-200} python3 benchmarks/bench_rasterize_lidar.py 2>&1 | quiet | tee "$OUT/bench_lidar.log"
     timeout ${BENCH_TIMEOUT:-200} python3 benchmarks/bench_meta.py 2>&1 | quiet | tee "$OUT/bench_meta.log"
+    step "the camera's binning ways (depth keys, tile keys, the default's rule), host time of a garden call"
+    timeout ${BENCH_TIMEOUT:-200} python3 benchmarks/device/bench_binning.py 2>&1 | quiet | tee "$OUT/binning.log"
+    (export PYTHONPATH=/tmp/site:$PYTHONPATH
+     timeout ${BENCH_TIMEOUT:-200} python3 benchmarks/device/host_profile.py --only garden --top 40 \
+         > "$OUT/host_profile.log" 2>&1)
+    grep -E "host .* per fwd" "$OUT/host_profile.log"
 fi
 
 if [ -n "${TRAINERS:-}" ]; then
