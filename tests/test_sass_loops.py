@@ -43,3 +43,14 @@ def test_loops_are_the_backward_branches_spans():
     # 0x70 -> 0x10: 6 instructions; 0x40 -> 0x20: 2; the forward branch at 0x50 is no loop
     assert sass_loops.loops(k["_Z3fooi"]) == [6, 2]
     assert sass_loops.loops(k["_Z3barv"]) == []
+
+
+def test_variants_name_their_flags():
+    v = sass_loops.parse_variants("main:|two:-DA=1  -DB=2")
+    assert v == {"main": (), "two": ("-DA=1", "-DB=2")}
+    try:
+        sass_loops.parse_variants(":-DA=1")
+    except SystemExit as e:
+        assert "needs a name" in str(e)
+    else:
+        raise AssertionError("a nameless variant was taken")

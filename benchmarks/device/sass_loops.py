@@ -8,9 +8,11 @@ to 345 instructions, and the 1944 garden's fwd+bwd by 65 us); this finds
 such changes in seconds, before a device call.
 
     python3 benchmarks/device/sass_loops.py [--family rasterize_camera] [--ref 8ed7d7e] [--kernels backward,forward]
+        [--variants 'main:|wide:-DRC_BWD_MIN_BLOCKS_F32=12']
 
 --ref builds that git revision's tree beside the working tree's, for a
-side-by-side table. cuobjdump and the nvdisasm it runs come from PATH, the
+side-by-side table; --variants 'name:-DMACRO=1|...' builds the working
+tree once per set of tuning macros instead (device_variants.sh's format). cuobjdump and the nvdisasm it runs come from PATH, the
 CUDA toolkit, or NVIDIA's wheels (pip install nvidia-cuda-cuobjdump
 nvidia-cuda-nvdisasm; not dependencies of nurec_ops).
 """
@@ -41,13 +43,14 @@ def tool(name):
     sys.exit(f"{name} not found: pip install nvidia-cuda-{name} (or put the CUDA toolkit's on PATH)")
 
 
-def build(tree, family, out_dir):
-    """(ptxas' report, cuobjdump -sass) of one family's .cu in `tree`."""
+def build(tree, family, out_dir, flags=()):
+    """(ptxas' report, cuobjdump -sass) of one family's .cu in `tree`,
+    compiled with the extra nvcc `flags` (a variant's tuning macros)."""
     src = os.path.join(tree, "csrc", family, family + ".cu")
     cubin = os.path.join(out_dir, family + ".cubin")
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     r = subprocess.run([nvcc, "-O3", "-std=c++17", "-arch=sm_90", "-cubin", "-I" + os.path.join(tree, "csrc"),
-                        "-DNUREC_WITH_CUDA", "-Xptxas=-v", src, "-o", cubin], capture_output=True, text=True)
+                        "-DNUREC_WITH_CUDA", "-Xptxas=-v", *flags, src, "-o", cubin], capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(r.stderr)
     # cuobjdump -sass runs nvdisasm, which it looks for on PATH only
@@ -105,9 +108,9 @@ def loops(ins, top=4):
     return sorted(spans, reverse=True)[:top]
 
 
-def table(tree, family, keep):
+def table(tree, family, keep, flags=()):
     with tempfile.TemporaryDirectory() as d:
-        report, sass = build(tree, family, d)
+        report, sass = build(tree, family, d, flags)
     regs = ptxas_report(report)
     rows = {}
     for name, ins in sass_kernels(sass).items():
@@ -133,22 +136,36 @@ def shown(name, width=60):
     return name[start:start + width]
 
 
+def parse_variants(text):
+    """{name: (nvcc flags)} of 'name:flags|name:flags' (flags may be empty)."""
+    out = {}
+    for part in text.split("|"):
+        name, _, flags = part.partition(":")
+        if not name.strip():
+            sys.exit(f"--variants: a variant needs a name, got {part!r}")
+        out[name.strip()] = tuple(flags.split())
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--family", default="rasterize_camera", choices=["rasterize_camera", "rasterize_lidar", "tiles"])
     ap.add_argument("--ref", default=None, help="a git revision to build beside the working tree")
     ap.add_argument("--kernels", default="backward_kernel,forward", help="substrings of the kernels to show")
+    ap.add_argument("--variants", default="", help="builds of the working tree with extra nvcc flags, "
+                    "'name:-DA=1 -DB=2|name2:...' (as device_variants.sh's VARIANTS), instead of the plain one")
     a = ap.parse_args()
     keep = [k for k in a.kernels.split(",") if k]
-    trees = {"tree": ROOT}
+    variants = parse_variants(a.variants) if a.variants else {"tree": ()}
+    trees = {label: (ROOT, flags) for label, flags in variants.items()}
     tmp = None
     if a.ref:
         tmp = tempfile.mkdtemp()
         archive = subprocess.run(["git", "-C", ROOT, "archive", a.ref, "csrc"], capture_output=True, check=True).stdout
         subprocess.run(["tar", "x", "-C", tmp], input=archive, check=True)
-        trees = {a.ref: tmp, "tree": ROOT}
+        trees = {a.ref: (tmp, ()), **trees}
     try:
-        results = {label: table(path, a.family, keep) for label, path in trees.items()}
+        results = {label: table(path, a.family, keep, flags) for label, (path, flags) in trees.items()}
     finally:
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
