@@ -138,8 +138,10 @@ NUREC_HD int NR(splat_alpha_staged)(const real_t* e, real_t dx, real_t dy, real_
  * A dx + B dy = -(2 a dx + b dy) / S. */
 NUREC_HD void NR(splat_alpha_vjp_staged)(const real_t* e, real_t vis, real_t dx, real_t dy,
                                          real_t g_alpha, real_t g[6]) {
-    if (e[5] * vis > (real_t)NUREC_SPLAT_ALPHA_MAX) return; /* clamped at 0.99 */
-    const real_t gs = -g_alpha * e[5] * vis;                 /* dL/dsigma */
+    /* dL/dsigma; none where alpha is clamped at 0.99 (a select, as in
+       splat_alpha_vjp_ldl_sums) */
+    const real_t oa = e[5] * vis;
+    const real_t gs = oa > (real_t)NUREC_SPLAT_ALPHA_MAX ? (real_t)0 : -g_alpha * oa;
     const real_t gq = gs * (real_t)(1.0 / R_STAGED_SCALE);
     const real_t ax = e[2] * dx, cy = e[4] * dy;
     g[0] += gq * (ax + ax + e[3] * dy);
@@ -147,7 +149,7 @@ NUREC_HD void NR(splat_alpha_vjp_staged)(const real_t* e, real_t vis, real_t dx,
     g[2] += gs * (real_t)0.5 * dx * dx;
     g[3] += gs * dx * dy;
     g[4] += gs * (real_t)0.5 * dy * dy;
-    g[5] += g_alpha * vis;
+    g[5] += oa > (real_t)NUREC_SPLAT_ALPHA_MAX ? (real_t)0 : g_alpha * vis;
 }
 
 /* The camera walks' exponent in completed squares (CUDA; the lidar's
@@ -246,8 +248,13 @@ NUREC_HD int NR(splat_alpha_ldl)(const real_t* e, real_t x, real_t y, real_t* a,
  * gs w|, and the finish scales them by |k al| and |k|. */
 NUREC_HD void NR(splat_alpha_vjp_ldl_sums)(real_t oa, real_t t, real_t w, real_t dx, real_t dy, real_t g_alpha,
                                            real_t s[6], const real_t* e, real_t* av) {
-    if (oa > (real_t)NUREC_SPLAT_ALPHA_MAX) return; /* clamped at 0.99 */
-    const real_t gs = -g_alpha * oa;               /* dL/dsigma */
+    /* dL/dsigma; none where alpha is clamped at 0.99. A select, not an
+       early return: the camera backward's loop branched around these sums
+       at every pixel (a branch and its convergence barrier, 3 SASS
+       instructions a pixel) for a case few pixels meet; adding zeros
+       leaves every sum the same bits (its terms are finite wherever
+       alpha counts). */
+    const real_t gs = oa > (real_t)NUREC_SPLAT_ALPHA_MAX ? (real_t)0 : -g_alpha * oa;
     const real_t gt = gs * t, gw = gs * w, gx = gs * dx;
     s[0] += gt;
     s[1] += gw;
