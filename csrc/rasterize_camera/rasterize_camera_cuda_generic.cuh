@@ -528,7 +528,7 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             const real_t* r = s_e + RC_ENTRY * k;
             const int32_t rel = e_end - 1 - k;
             const unsigned bits = (unsigned)r[NUREC_TREC_THR];
-            real_t v[7 + kCh], av[2] = {0, 0};
+            real_t v[7 + kCh], av[2] = {0, 0}, col[3] = {0, 0, 0};
             for (int q = 0; q < 7 + kCh; ++q) v[q] = 0;
             bool contrib = false;
 #pragma unroll
@@ -541,16 +541,22 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
                     real_t wt;
                     real_t ga = NR(splat_composite_vjp)(a, r + NUREC_TREC_SIZE, kCh, r[NUREC_TREC_DEPTH], gf[h],
                                                      gz[h], &T[h], &P[h], &wt);
-                    const real_t dx = lx - s_uv[2 * k], dy = ly[h] - s_uv[2 * k + 1];
-                    /* the pixels' sums, finished once an entry (below); with
-                       absgrad (SPEC 8) also the sums of each pixel's |d/du|, |d/dv| */
-                    NR(splat_alpha_vjp_ldl_sums)(oa, t, wq, dx, dy, ga, v, r, kAbs ? av : (real_t*)0);
+                    const real_t dy = ly[h] - s_uv[2 * k + 1];
+                    /* the pixels' sums, finished once an entry (below): the
+                       thread's pixels are a column (one dx), three sums; with
+                       absgrad (SPEC 8), which needs each pixel's |d/du| and
+                       |d/dv|, the six sums and those */
+                    if (kAbs)
+                        NR(splat_alpha_vjp_ldl_sums)(oa, t, wq, lx - s_uv[2 * k], dy, ga, v, r, av);
+                    else
+                        NR(splat_alpha_vjp_ldl_column)(oa, dy, ga, col);
                     v[6] += wt * gz[h];
                     for (int q = 0; q < kCh; ++q) v[7 + q] += wt * gf[h][q];
                 }
             }
             const unsigned mask = __ballot_sync(0xffffffffu, contrib);
             if (mask == 0) continue;
+            if (!kAbs) NR(splat_alpha_vjp_ldl_column_sums)(r, lx - s_uv[2 * k], col, v); /* zeros where none */
             NR(splat_alpha_vjp_ldl_finish)(r, v, kAbs ? av : (real_t*)0); /* linear: a lane's sums over its pixels */
             v[5] *= R_EXP_STAGED(-r[5]); /* 1 / o: splat_alpha_vjp_ldl summed o exp(-sigma) */
             const int64_t it = s_it[k];

@@ -268,6 +268,38 @@ NUREC_HD void NR(splat_alpha_vjp_ldl_sums)(real_t oa, real_t t, real_t w, real_t
     }
 }
 
+/* splat_alpha_vjp_ldl_sums over a column of pixels, pixels that share the
+ * offset dx (a thread's RC_BWD_PIX pixels of the camera backward lie in one
+ * column of its tile), in three sums instead of six. With K1 = -(al ul +
+ * ga vl) and K2 = -be vl (splat_stage_ldl), t = al dx + ga dy and w = be
+ * dy, so over the column sum gs t = al dx c0 + ga c1, sum gs w = be c1,
+ * sum gs dx^2 = dx^2 c0, sum gs dx dy = dx c1, sum gs dy^2 = c2 and the
+ * opacity's -c0, from c0 = sum gs, c1 = sum gs dy, c2 = sum gs dy^2: 4
+ * instructions a pixel where the six took 10 and the pixel's dx (sm_90
+ * SASS: the camera's plain float32 loop over a warp's entries 361 -> 350
+ * instructions, its 12 spilled bytes gone), and
+ * splat_alpha_vjp_ldl_column_sums turns them into the six once a column
+ * and entry. The same gradient up to rounding (t and w from dx, dy rather
+ * than from the staged terms' FMAs). */
+NUREC_HD void NR(splat_alpha_vjp_ldl_column)(real_t oa, real_t dy, real_t g_alpha, real_t c[3]) {
+    const real_t gs = oa > (real_t)NUREC_SPLAT_ALPHA_MAX ? (real_t)0 : -g_alpha * oa; /* as in the sums */
+    const real_t gy = gs * dy;
+    c[0] += gs;
+    c[1] += gy;
+    c[2] += gy * dy;
+}
+
+/* splat_alpha_vjp_ldl_sums' six sums s of a column (its offset dx) from
+ * its three c, for the entry whose staged terms are e (written, not added). */
+NUREC_HD void NR(splat_alpha_vjp_ldl_column_sums)(const real_t* e, real_t dx, const real_t c[3], real_t s[6]) {
+    s[0] = R_FMA(e[1], c[1], e[0] * dx * c[0]);
+    s[1] = e[3] * c[1];
+    s[2] = dx * dx * c[0];
+    s[3] = dx * c[1];
+    s[4] = c[2];
+    s[5] = -c[0];
+}
+
 /* The gradient of (u, v, A, B, C, o) from splat_alpha_vjp_ldl_sums' sums
  * s (and av) of the entry whose staged terms are e, in place. */
 NUREC_HD void NR(splat_alpha_vjp_ldl_finish)(const real_t* e, real_t s[6], real_t* av) {
