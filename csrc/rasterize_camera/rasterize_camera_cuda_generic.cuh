@@ -556,7 +556,11 @@ NR(rc_backward_kernel)(nurec_rasterize_camera_params p, int passes) {
             }
             const unsigned mask = __ballot_sync(0xffffffffu, contrib);
             if (mask == 0) continue;
-            if (!kAbs) NR(splat_alpha_vjp_ldl_column_sums)(r, lx - s_uv[2 * k], col, v); /* zeros where none */
+            /* a lane none of whose pixels counted gets zeros from its zero
+               sums: a listed entry's staged terms and offsets are finite
+               (the binning gives a non-finite record no tiles), and a test
+               of contrib here cost 11 SASS instructions */
+            if (!kAbs) NR(splat_alpha_vjp_ldl_column_sums)(r, lx - s_uv[2 * k], col, v);
             NR(splat_alpha_vjp_ldl_finish)(r, v, kAbs ? av : (real_t*)0); /* linear: a lane's sums over its pixels */
             v[5] *= R_EXP_STAGED(-r[5]); /* 1 / o: splat_alpha_vjp_ldl summed o exp(-sigma) */
             const int64_t it = s_it[k];
