@@ -6,9 +6,9 @@
 #
 #   bash benchmarks/device/gpu_tests.sh [K=4] [LIMIT_S=480] [pytest args, e.g. tests/test_rasterize_camera.py]
 #
-# Logs: $OUT/gpu_shard_<k>.log (OUT defaults to /tmp/nurec_out; each ends with its 15
-# slowest tests, where the shard finished) and $OUT/gpu_times_<k>.tsv (each finished
-# test's seconds, written as it finishes: a shard killed at the limit keeps them;
+# Logs: $OUT/gpu_shard_<k>.log (OUT defaults to /tmp/nurec_out) and
+# $OUT/gpu_times_<k>.tsv (each finished test's seconds, written as it finishes: a
+# shard killed at the limit keeps them, where pytest's --durations printed nothing;
 # summed at the end by test_times.py). Prints each
 # shard's summary line and every failure; exits non-zero if any shard failed or
 # ran past its limit.
@@ -24,7 +24,7 @@ start=$(date +%s)
 pids=()
 for k in $(seq 0 $((K - 1))); do
     rm -f "$OUT/gpu_times_$k.tsv"
-    NUREC_TEST_TIMES="$OUT/gpu_times_$k.tsv" NUREC_TEST_SHARD=$k/$K timeout "$LIMIT" python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider --durations=15 \
+    NUREC_TEST_TIMES="$OUT/gpu_times_$k.tsv" NUREC_TEST_SHARD=$k/$K timeout "$LIMIT" python3 -m pytest -q -m gpu -rfE --tb=short -p no:cacheprovider \
         "${WHAT[@]}" > "$OUT/gpu_shard_$k.log" 2>&1 &
     pids+=($!)
 done

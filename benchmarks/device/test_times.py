@@ -46,10 +46,11 @@ def by_function(rows):
 def summary(rows, top=15):
     """The report's lines."""
     outcomes = collections.Counter(o for _, o, _ in rows)
+    functions = by_function(rows)
     lines = [f"{len(rows)} tests in {sum(r[0] for r in rows):.1f} s of test time ("
              + ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items())) + ")",
-             f"costliest test functions (of {len(by_function(rows))}):"]
-    lines += [f"  {s:8.1f} s  {n:5d} tests  {f}" for f, n, s in by_function(rows)[:top]]
+             f"costliest test functions (of {len(functions)}):"]
+    lines += [f"  {s:8.1f} s  {n:5d} tests  {f}" for f, n, s in functions[:top]]
     lines.append("slowest tests:")
     lines += [f"  {s:8.1f} s  {o:7s} {nid}" for s, o, nid in sorted(rows, key=lambda r: -r[0])[:top]]
     return lines

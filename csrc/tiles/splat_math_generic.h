@@ -138,10 +138,11 @@ NUREC_HD int NR(splat_alpha_staged)(const real_t* e, real_t dx, real_t dy, real_
  * A dx + B dy = -(2 a dx + b dy) / S. */
 NUREC_HD void NR(splat_alpha_vjp_staged)(const real_t* e, real_t vis, real_t dx, real_t dy,
                                          real_t g_alpha, real_t g[6]) {
-    /* dL/dsigma; none where alpha is clamped at 0.99 (a select, as in
-       splat_alpha_vjp_ldl_sums) */
-    const real_t oa = e[5] * vis;
-    const real_t gs = oa > (real_t)NUREC_SPLAT_ALPHA_MAX ? (real_t)0 : -g_alpha * oa;
+    /* dL/dsigma, in the product's order of the early return this replaced
+       (the same bits); none where alpha is clamped at 0.99: a select, as
+       splat_dsigma's */
+    const int clamped = e[5] * vis > (real_t)NUREC_SPLAT_ALPHA_MAX;
+    const real_t gs = clamped ? (real_t)0 : -g_alpha * e[5] * vis;
     const real_t gq = gs * (real_t)(1.0 / R_STAGED_SCALE);
     const real_t ax = e[2] * dx, cy = e[4] * dy;
     g[0] += gq * (ax + ax + e[3] * dy);
@@ -149,7 +150,7 @@ NUREC_HD void NR(splat_alpha_vjp_staged)(const real_t* e, real_t vis, real_t dx,
     g[2] += gs * (real_t)0.5 * dx * dx;
     g[3] += gs * dx * dy;
     g[4] += gs * (real_t)0.5 * dy * dy;
-    g[5] += oa > (real_t)NUREC_SPLAT_ALPHA_MAX ? (real_t)0 : g_alpha * vis;
+    g[5] += clamped ? (real_t)0 : g_alpha * vis;
 }
 
 /* The camera walks' exponent in completed squares (CUDA; the lidar's
@@ -229,6 +230,16 @@ NUREC_HD int NR(splat_alpha_ldl)(const real_t* e, real_t x, real_t y, real_t* a,
     return *oa >= (real_t)NUREC_SPLAT_ALPHA_MIN;
 }
 
+/* dL/dsigma at a counted pixel from splat_alpha_ldl's o exp(-sigma), oa,
+ * and dL/dalpha; 0 where alpha is clamped at 0.99 (no gradient there). A
+ * select, not an early return: the camera backward's loop branched around
+ * the sums at every pixel (a branch and its convergence barrier, 3 SASS
+ * instructions a pixel) for a case few pixels meet; adding its zeros leaves
+ * every sum the same bits (the terms are finite wherever alpha counts). */
+NUREC_HD real_t NR(splat_dsigma)(real_t oa, real_t g_alpha) {
+    return oa > (real_t)NUREC_SPLAT_ALPHA_MAX ? (real_t)0 : -g_alpha * oa;
+}
+
 /* The gradient of (u, v, A, B, C, o) from splat_alpha_ldl's values, in two
  * steps, so that a walk that sums an entry over many pixels pays the
  * entry's constants once. With d = (dx, dy) the pixel's offset from (u, v),
@@ -248,13 +259,7 @@ NUREC_HD int NR(splat_alpha_ldl)(const real_t* e, real_t x, real_t y, real_t* a,
  * gs w|, and the finish scales them by |k al| and |k|. */
 NUREC_HD void NR(splat_alpha_vjp_ldl_sums)(real_t oa, real_t t, real_t w, real_t dx, real_t dy, real_t g_alpha,
                                            real_t s[6], const real_t* e, real_t* av) {
-    /* dL/dsigma; none where alpha is clamped at 0.99. A select, not an
-       early return: the camera backward's loop branched around these sums
-       at every pixel (a branch and its convergence barrier, 3 SASS
-       instructions a pixel) for a case few pixels meet; adding zeros
-       leaves every sum the same bits (its terms are finite wherever
-       alpha counts). */
-    const real_t gs = oa > (real_t)NUREC_SPLAT_ALPHA_MAX ? (real_t)0 : -g_alpha * oa;
+    const real_t gs = NR(splat_dsigma)(oa, g_alpha);
     const real_t gt = gs * t, gw = gs * w, gx = gs * dx;
     s[0] += gt;
     s[1] += gw;
@@ -282,7 +287,7 @@ NUREC_HD void NR(splat_alpha_vjp_ldl_sums)(real_t oa, real_t t, real_t w, real_t
  * and entry. The same gradient up to rounding (t and w from dx, dy rather
  * than from the staged terms' FMAs). */
 NUREC_HD void NR(splat_alpha_vjp_ldl_column)(real_t oa, real_t dy, real_t g_alpha, real_t c[3]) {
-    const real_t gs = oa > (real_t)NUREC_SPLAT_ALPHA_MAX ? (real_t)0 : -g_alpha * oa; /* as in the sums */
+    const real_t gs = NR(splat_dsigma)(oa, g_alpha);
     const real_t gy = gs * dy;
     c[0] += gs;
     c[1] += gy;
